@@ -1,0 +1,267 @@
+"""Problems in KernelBench format: `class Model(nn.Module)`, `get_inputs()`, `get_init_inputs()`.
+
+The parent side (`validate`) never imports the problem: it asks a sandboxed child to. The child
+side (`load_module`, `build_model`, `make_inputs`, `validate_in_child`) runs only in the sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from gpu_workers.harness import sandbox
+from gpu_workers.harness.protocol import Protocol
+
+MAX_SOURCE_BYTES = 256 * 1024
+REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+
+
+class ProblemError(ValueError):
+    """The problem cannot be used; the message says what to fix."""
+
+
+def source_sha256(source: str) -> str:
+    """Hash of the normalised source (line endings, trailing blanks), the problem's identity."""
+    normalised = "\n".join(line.rstrip() for line in source.replace("\r\n", "\n").splitlines())
+    return hashlib.sha256(normalised.strip().encode()).hexdigest()
+
+
+def check_source(source: str) -> None:
+    """Cheap checks done before anything runs: size, syntax, the three required names."""
+    if len(source.encode()) > MAX_SOURCE_BYTES:
+        raise ProblemError(f"the source is larger than {MAX_SOURCE_BYTES // 1024} KiB")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ProblemError(f"syntax error on line {exc.lineno}: {exc.msg}") from None
+    defined = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    defined |= {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    missing = [name for name in REQUIRED if name not in defined]
+    if missing:
+        raise ProblemError(
+            f"missing {', '.join(missing)}: a problem defines class Model(nn.Module), "
+            "get_inputs() and get_init_inputs()"
+        )
+
+
+@dataclass
+class ProblemReport:
+    ok: bool
+    sha256: str
+    reasons: list[str] = field(default_factory=list)
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    flops: int | None = None
+    bytes_moved: int | None = None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 600) -> ProblemReport:
+    """Runs the problem in the sandbox and says whether it can be optimised, and why not."""
+    sha = source_sha256(source)
+    try:
+        check_source(source)
+    except ProblemError as exc:
+        return ProblemReport(ok=False, sha256=sha, reasons=[str(exc)])
+    with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
+        problem_path = Path(tmp) / "model.py"
+        problem_path.write_text(source)
+        request = {"problem": str(problem_path), "device": device, "protocol": protocol.to_request()}
+        result, failure = run_step("validate", request, Path(tmp), device, timeout_s)
+    if failure:
+        return ProblemReport(ok=False, sha256=sha, reasons=[failure])
+    return ProblemReport(sha256=sha, **result)
+
+
+def run_step(
+    step: str, request: dict, workdir: Path, device: str, timeout_s: float
+) -> tuple[dict, str | None]:
+    """Runs one sandbox_entry step; returns its JSON result, or a one-line failure."""
+    request_path = workdir / f"{step}-request.json"
+    result_path = workdir / f"{step}-result.json"
+    result_path.unlink(missing_ok=True)
+    request_path.write_text(json.dumps(request))
+    outcome = sandbox.run(
+        sandbox.python_argv(
+            "gpu_workers.harness.sandbox_entry", step, str(request_path), str(result_path)
+        ),
+        cwd=workdir,
+        device=device,
+        limits=sandbox.Limits(timeout_s=timeout_s),
+        env={"MALLOC_PERTURB_": "128"} if device == "cpu" else None,
+    )
+    if outcome.failure() or not result_path.is_file():
+        reason = outcome.failure() or "the step ended without a result"
+        return {}, f"{step}: {reason}"
+    result = json.loads(result_path.read_text())
+    return result, None
+
+
+# ---- child side: only ever runs inside the sandbox --------------------------------------------
+
+
+def load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _seeded(seed: int) -> None:
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def build_model(problem, device: str, seed: int, cls: type | None = None) -> torch.nn.Module:
+    """The problem's Model (or `cls`, e.g. ModelNew) built from get_init_inputs() under `seed`."""
+    _seeded(seed)
+    init_inputs = problem.get_init_inputs()
+    model = (cls or problem.Model)(*init_inputs)
+    return model.to(device)
+
+
+def make_inputs(module, seed: int, device: str) -> list:
+    """Inputs are drawn on the host from a seeded generator, then moved: the same on any GPU."""
+    _seeded(seed)
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+
+
+def flatten(out) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, list | tuple):
+        return [t for item in out for t in flatten(item)]
+    raise TypeError(f"outputs must be tensors or tuples of tensors, got {type(out).__name__}")
+
+
+def describe(tensors) -> list[str]:
+    return [
+        f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
+        for t in tensors
+        if isinstance(t, torch.Tensor)
+    ]
+
+
+def close(a: list[torch.Tensor], b: list[torch.Tensor], atol: float, rtol: float) -> bool:
+    return len(a) == len(b) and all(
+        x.shape == y.shape and torch.allclose(x.float(), y.float(), atol=atol, rtol=rtol,
+                                              equal_nan=True)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def bytes_moved(inputs: list, model: torch.nn.Module, outputs: list[torch.Tensor]) -> int:
+    """Minimum traffic: every input, parameter, buffer and output touched once."""
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    tensors += list(model.parameters()) + list(model.buffers()) + outputs
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def count_flops(model: torch.nn.Module, inputs: list) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(*inputs)
+    return int(counter.get_total_flops())
+
+
+def apply_precision(protocol: Protocol) -> None:
+    """Under a strict fp32 protocol the reference and baselines may not use TF32 either."""
+    if not protocol.allow_tensor_cores:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
+def validate_in_child(request: dict) -> dict:
+    from gpu_workers.harness import timing
+
+    device, protocol = request["device"], Protocol.from_request(request["protocol"])
+    apply_precision(protocol)
+    module = load_module(Path(request["problem"]), "problem_model")
+    if not isinstance(getattr(module, "Model", None), type) or not issubclass(
+        module.Model, torch.nn.Module
+    ):
+        return {"ok": False, "reasons": ["Model must be a subclass of torch.nn.Module"]}
+    model = build_model(module, device, protocol.init_seed)
+    seed_a, seed_b = protocol.public_seeds[:2]
+    with torch.no_grad():
+        inputs = make_inputs(module, seed_a, device)
+        first = [t.clone() for t in flatten(model(*inputs))]
+        again = flatten(model(*make_inputs(module, seed_a, device)))
+        other = flatten(model(*make_inputs(module, seed_b, device)))
+    reasons = _degeneracy_reasons(first, again, other, protocol)
+    report = {"inputs": describe(inputs), "outputs": describe(first)}
+    if reasons:
+        return {"ok": False, "reasons": reasons, **report}
+    compiled, reason = _compiled_matches(model, inputs, first, protocol)
+    if reason:
+        return {"ok": False, "reasons": [reason], **report}
+    sets = [make_inputs(module, seed, device) for seed in protocol.timing_seeds]
+    with torch.no_grad():
+        timings, _ = timing.measure(
+            {"eager": model, "compile": compiled}, sets, device=device,
+            budget_s=protocol.timing_budget_s,
+        )
+    return {
+        "ok": True,
+        "eager_ms": timings["eager"].median_ms,
+        "compile_ms": timings["compile"].median_ms,
+        "flops": count_flops(model, inputs),
+        "bytes_moved": bytes_moved(inputs, model, first),
+        **report,
+    }
+
+
+def _degeneracy_reasons(first, again, other, protocol: Protocol) -> list[str]:
+    """Threat 8: a problem whose output a constant kernel could match is rejected."""
+    if not first:
+        return ["forward returned no tensors"]
+    if not all(torch.isfinite(t).all() for t in first if t.is_floating_point()):
+        return ["forward produces NaN or inf on random inputs"]
+    if not close(first, again, atol=1e-6, rtol=1e-5):
+        return ["not deterministic: two runs on the same inputs differ (random ops in forward?)"]
+    if close(first, other, protocol.atol, protocol.rtol):
+        return ["output does not depend on the inputs: two input seeds give the same output"]
+    flat = [t for t in first if t.numel() > 1 and t.is_floating_point()]
+    if flat and all(close([t], [torch.full_like(t, t.float().mean())], protocol.atol,
+                          protocol.rtol) for t in flat):
+        return ["output is (nearly) constant: a kernel returning a constant would pass"]
+    return []
+
+
+def _compiled_matches(model, inputs, expected, protocol: Protocol):
+    try:
+        compiled = torch.compile(model)
+        with torch.no_grad():
+            got = flatten(compiled(*inputs))
+    except Exception as exc:  # noqa: BLE001 - any failure of the user's op under compile
+        return None, f"does not run under torch.compile: {type(exc).__name__}: {str(exc)[:200]}"
+    if not close(got, expected, protocol.atol, protocol.rtol):
+        return None, "torch.compile gives a different result from eager beyond the tolerance"
+    return compiled, None

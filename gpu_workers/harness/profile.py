@@ -1,0 +1,204 @@
+"""Speed: the candidate against eager PyTorch, torch.compile and the speed-of-light floor.
+
+Baselines (eager, torch.compile default and max-autotune) are measured in a process that never
+imports a candidate, and cached per (problem hash, device, torch, CUDA, protocol). Each profile
+then times the candidate interleaved with eager in one sandboxed process, re-checks the outputs of
+timed calls, and compares host wall time with event time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from gpu_workers.harness import environment, roofline, settings, timing
+from gpu_workers.harness import problem as problem_mod
+from gpu_workers.harness import verify as verify_mod
+from gpu_workers.harness.protocol import Protocol
+from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness.workspace import Workspace
+
+# Host wall time above this multiple of event time (plus a fixed allowance for launch and
+# synchronisation) means work ran outside the timed stream (threat 5).
+_WALL_GAP_FACTOR = 2.0
+_WALL_GAP_ALLOWANCE_MS = 0.1
+
+
+@dataclass
+class ProfileResult:
+    ok: bool
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    compile_max_autotune_ms: float | None = None
+    candidate_ms: float | None = None
+    spread: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    sol_ms: float | None = None
+    sol_fraction: float | None = None
+    flops: int | None = None
+    bytes_moved: int | None = None
+    samples: int | None = None
+    # Eager beside the candidate over eager alone: near 1 on a quiet machine; far above 1 means
+    # the candidate (or a neighbour) slowed the process down.
+    eager_drift: float | None = None
+    baselines_cached: bool = False
+    violations: list[Violation] = field(default_factory=list)
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["violations"] = [v.to_dict() for v in self.violations]
+        return data
+
+
+# ---- parent side ------------------------------------------------------------------------------
+
+
+def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
+    name = environment.device_name(device, settings.gpu_index())
+    key = re.sub(r"[^A-Za-z0-9.]+", "-", f"{name}-torch{torch.__version__}-cuda{torch.version.cuda}")
+    return settings.cache_dir() / "baselines" / key / f"{sha}-{protocol.name}.json"
+
+
+def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
+    """Eager and torch.compile times for this problem on this device, measured once."""
+    sha = problem_mod.source_sha256(problem_path.read_text())
+    path = _baseline_path(sha, device, protocol)
+    if path.is_file():
+        return {**json.loads(path.read_text()), "cached": True}
+    request = {"problem": str(problem_path), "device": device, "protocol": protocol.to_request()}
+    result, failure = problem_mod.run_step("baselines", request, workdir, device, timeout_s=1800)
+    if failure:
+        raise problem_mod.ProblemError(f"measuring baselines failed: {failure}")
+    result["environment"] = environment.describe(device, settings.gpu_index())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result))
+    return {**result, "cached": False}
+
+
+def run(ws: Workspace, extension_dir: str, device: str, protocol: Protocol, workdir: Path
+        ) -> ProfileResult:
+    base = baselines(ws.root / "model.py", device, protocol, workdir)
+    verify_mod.ensure_reference(ws.root / "model.py", device, protocol,
+                                list(protocol.timing_seeds), workdir)
+    out_dir = Path(tempfile.mkdtemp(prefix="profile-", dir=workdir))
+    request = {
+        "workspace": str(ws.root),
+        "extension_dir": extension_dir,
+        "device": device,
+        "protocol": protocol.to_request(),
+        "out_dir": str(out_dir),
+    }
+    measured, failure = problem_mod.run_step(
+        "profile", request, out_dir, device, timeout_s=protocol.step_timeout_s
+    )
+    if failure:
+        return ProfileResult(ok=False, error=failure)
+    return _result(base, measured, _timed_output_violations(workdir, out_dir, device, protocol),
+                   device, protocol)
+
+
+def _timed_output_violations(workdir: Path, out_dir: Path, device: str, protocol: Protocol):
+    """Threat 4: results of timed calls must be right too, not only those of verification."""
+    found = []
+    for seed in protocol.timing_seeds:
+        ref = verify_mod.load_outputs(workdir / "reference" / f"reference-{seed}.pt",
+                                      verify_mod.compare_device(device))
+        got = verify_mod.load_outputs(out_dir / f"timed-{seed}.pt",
+                                      verify_mod.compare_device(device))
+        bad, _, _ = verify_mod.compare(ref, got, protocol, f"timed call (seed {seed})")
+        found += [Violation("timed_output_mismatch", v.detail) for v in bad]
+    return found
+
+
+def _result(base: dict, measured: dict, violations: list[Violation], device: str,
+            protocol: Protocol) -> ProfileResult:
+    cand, eager = measured["candidate"], measured["eager"]
+    candidate_ms = cand["median_ms"]
+    if cand["wall_median_ms"] > _WALL_GAP_FACTOR * candidate_ms + _WALL_GAP_ALLOWANCE_MS:
+        violations.append(Violation("async_work", f"host wall time {cand['wall_median_ms']:.3f} ms "
+                                    f"vs event time {candidate_ms:.3f} ms: work ran outside the "
+                                    "timed stream"))
+    peaks = roofline.peaks(device)
+    sol_ms = roofline.floor_ms(measured["flops"], measured["bytes_moved"], peaks, protocol)
+    if candidate_ms < sol_ms * protocol.sol_slack:
+        violations.append(Violation("impossible_speed", f"{candidate_ms:.4f} ms is under the "
+                                    f"speed-of-light floor {sol_ms:.4f} ms of this device "
+                                    "(held for review, never a record)"))
+    compile_ms = base.get("compile_ms")
+    return ProfileResult(
+        ok=not violations,
+        eager_ms=base["eager_ms"],
+        compile_ms=compile_ms,
+        compile_max_autotune_ms=base.get("compile_max_autotune_ms"),
+        candidate_ms=candidate_ms,
+        spread=cand["spread"],
+        speedup_vs_eager=eager["median_ms"] / candidate_ms,
+        speedup_vs_compile=compile_ms / candidate_ms if compile_ms else None,
+        sol_ms=sol_ms,
+        sol_fraction=sol_ms / candidate_ms,
+        flops=measured["flops"],
+        bytes_moved=measured["bytes_moved"],
+        samples=cand["samples"],
+        eager_drift=eager["median_ms"] / base["eager_ms"],
+        baselines_cached=base["cached"],
+        violations=violations,
+    )
+
+
+# ---- child side: only ever runs inside the sandbox --------------------------------------------
+
+
+def _mode_key(mode: str) -> str:
+    return "compile_ms" if mode == "default" else f"compile_{mode.replace('-', '_')}_ms"
+
+
+def baselines_in_child(request: dict) -> dict:
+    device, protocol = request["device"], Protocol.from_request(request["protocol"])
+    problem_mod.apply_precision(protocol)
+    problem = problem_mod.load_module(Path(request["problem"]), "problem_model")
+    model = problem_mod.build_model(problem, device, protocol.init_seed)
+    fns = {"eager_ms": model}
+    for mode in protocol.compile_modes:
+        fns[_mode_key(mode)] = torch.compile(model, mode=None if mode == "default" else mode)
+    sets = [problem_mod.make_inputs(problem, s, device) for s in protocol.timing_seeds]
+    with torch.no_grad():
+        timings, _ = timing.measure(fns, sets, device=device, budget_s=protocol.timing_budget_s)
+    result = {name: t.median_ms for name, t in timings.items()}
+    result["spread"] = {name: t.spread for name, t in timings.items()}
+    return result
+
+
+def profile_in_child(request: dict) -> dict:
+    device, protocol = request["device"], Protocol.from_request(request["protocol"])
+    problem_mod.apply_precision(protocol)
+    problem, model_new = verify_mod.load_candidate(
+        Path(request["workspace"]), request["extension_dir"], device, protocol
+    )
+    reference = problem_mod.build_model(problem, device, protocol.init_seed)
+    sets = [problem_mod.make_inputs(problem, s, device) for s in protocol.timing_seeds]
+    with torch.no_grad():
+        outputs = problem_mod.flatten(reference(*sets[0]))
+        flops = problem_mod.count_flops(reference, sets[0])
+        nbytes = problem_mod.bytes_moved(sets[0], reference, outputs)
+        del outputs
+        timings, kept = timing.measure(
+            {"candidate": model_new, "eager": reference}, sets, device=device,
+            budget_s=protocol.timing_budget_s,
+        )
+    out_dir = Path(request["out_dir"])
+    for seed, out in zip(protocol.timing_seeds, kept["candidate"], strict=True):
+        tensors = problem_mod.flatten(out)
+        torch.save([t.detach().cpu() for t in tensors], out_dir / f"timed-{seed}.pt")
+    return {
+        "candidate": timings["candidate"].summary(),
+        "eager": timings["eager"].summary(),
+        "flops": flops,
+        "bytes_moved": nbytes,
+    }

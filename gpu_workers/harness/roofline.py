@@ -1,0 +1,76 @@
+"""The speed-of-light floor: max(FLOPs / peak FLOP/s, bytes / peak bandwidth), with the peaks
+measured on this device (not datasheets) once and cached per device and torch version."""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from gpu_workers.harness import environment, problem, settings
+from gpu_workers.harness.protocol import Protocol
+
+
+@dataclass
+class Peaks:
+    device: str
+    bandwidth_gbs: float  # bytes read + written per second by a large device copy
+    fp32_tflops: float  # matmul with TF32 off
+    tensor_tflops: float  # bf16 tensor-core matmul (fp32 on the cpu target)
+
+
+def floor_ms(flops: int, nbytes: int, peaks: Peaks, protocol: Protocol) -> float:
+    rate = peaks.tensor_tflops if protocol.allow_tensor_cores else peaks.fp32_tflops
+    compute_ms = flops / (rate * 1e12) * 1e3
+    memory_ms = nbytes / (peaks.bandwidth_gbs * 1e9) * 1e3
+    return max(compute_ms, memory_ms)
+
+
+def _cache_path(device: str) -> Path:
+    import torch
+
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", environment.device_name(device, settings.gpu_index()))
+    return settings.cache_dir() / "peaks" / f"{slug}-torch{torch.__version__}.json"
+
+
+def peaks(device: str) -> Peaks:
+    path = _cache_path(device)
+    if not path.is_file():
+        path.parent.mkdir(exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            result, failure = problem.run_step("peaks", {"device": device}, Path(tmp), device, 600)
+        if failure:
+            raise RuntimeError(f"measuring peaks failed: {failure}")
+        path.write_text(json.dumps(result))
+    data = json.loads(path.read_text())
+    return Peaks(**{k: data[k] for k in asdict(Peaks("", 0, 0, 0))})
+
+
+def measure_in_child(request: dict) -> dict:
+    import torch
+
+    from gpu_workers.harness import timing
+
+    device = request["device"]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    copy_n = (1 << 28) if device == "cuda" else (1 << 25)  # fp32 elements: 1 GiB / 128 MiB
+    src = torch.empty(copy_n, device=device).uniform_()
+    dst = torch.empty_like(src)
+    n = 8192 if device == "cuda" else 1024
+    a32, b32 = (torch.randn(n, n, device=device) for _ in range(2))
+    fns = {"copy": lambda: dst.copy_(src), "fp32": lambda: a32 @ b32}
+    if device == "cuda":
+        a16, b16 = a32.bfloat16(), b32.bfloat16()
+        fns["bf16"] = lambda: a16 @ b16
+    timings, _ = timing.measure(fns, [()], device=device, budget_s=5.0, min_rounds=5)
+    best = {name: min(t.times_ms) for name, t in timings.items()}
+    flops = 2 * n**3
+    fp32 = flops / (best["fp32"] * 1e-3) / 1e12
+    return {
+        "device": environment.device_name(device, settings.gpu_index()),
+        "bandwidth_gbs": 2 * src.numel() * 4 / (best["copy"] * 1e-3) / 1e9,
+        "fp32_tflops": fp32,
+        "tensor_tflops": flops / (best["bf16"] * 1e-3) / 1e12 if "bf16" in best else fp32,
+    }

@@ -1,0 +1,42 @@
+"""The program every sandboxed step runs: `python -m gpu_workers.harness.sandbox_entry STEP
+REQUEST.json RESULT.json`. It binds the clocks (gpu_workers.harness.timing) before any problem or
+candidate code is imported, runs one step, and writes the step's JSON result."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from gpu_workers.harness import timing  # noqa: F401  - binds the clocks first (threat 6)
+from gpu_workers.harness import problem, profile, roofline, verify
+
+STEPS = {
+    "validate": problem.validate_in_child,
+    "reference": verify.reference_in_child,
+    "candidate": verify.candidate_in_child,
+    "baselines": profile.baselines_in_child,
+    "profile": profile.profile_in_child,
+    "peaks": roofline.measure_in_child,
+}
+EXIT_RAISED = 3
+
+
+def main(argv: list[str]) -> int:
+    step, request_path, result_path = argv
+    request = json.loads(Path(request_path).read_text())
+    try:
+        result = STEPS[step](request)
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything; report it plainly
+        frames = traceback.extract_tb(exc.__traceback__)
+        user = [f for f in frames if Path(f.filename).name in ("model.py", "model_new.py")]
+        where = f"{Path(user[-1].filename).name}:{user[-1].lineno}" if user else "harness"
+        print(f"{type(exc).__name__} at {where}: {str(exc)[:500]}", file=sys.stderr)
+        return EXIT_RAISED
+    Path(result_path).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,138 @@
+"""A Session is one problem's workspace on one device with the harness's tools: what the agent,
+the CLI and the Celery tasks all use. Every method returns the Verdict's JSON sections."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+
+from gpu_workers.harness import compile as compile_mod
+from gpu_workers.harness import environment, gpu_lock, sandbox, settings, workspace
+from gpu_workers.harness import profile as profile_mod
+from gpu_workers.harness import verify as verify_mod
+from gpu_workers.harness.problem import ProblemError, check_source
+from gpu_workers.harness.protocol import LOOSE, Protocol
+
+
+class Session:
+    def __init__(
+        self,
+        problem_source: str,
+        device: str = "cpu",
+        protocol: Protocol | None = None,
+        root: Path | None = None,
+    ):
+        check_source(problem_source)
+        self.device = settings.check_device(device)
+        self.protocol = protocol or LOOSE
+        self._owns_root = root is None
+        base = Path(root) if root else Path(tempfile.mkdtemp(prefix="kernelarena-"))
+        self.workspace = workspace.create(base / "workspace", problem_source, device)
+        self.root = self.workspace.root
+        self.workdir = base / "io"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._base = base
+        self._compiled: tuple[str, compile_mod.CompileResult] | None = None
+        self._verified: tuple[str, dict] | None = None
+
+    # ---- files (what the agent reads and writes) ----
+    def list_files(self) -> list[str]:
+        return self.workspace.list_files()
+
+    def read_file(self, path: str) -> str:
+        return self.workspace.read_file(path)
+
+    def write_file(self, path: str, content: str) -> None:
+        self.workspace.write_file(path, content)
+
+    def sources(self) -> dict[str, str]:
+        return self.workspace.sources()
+
+    def skill(self) -> str:
+        return self.workspace.read_file("SKILL.md")
+
+    # ---- tools ----
+    def _digest(self) -> str:
+        text = "\0".join(f"{k}\0{v}" for k, v in sorted(self.sources().items()))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _compile_result(self) -> compile_mod.CompileResult:
+        digest = self._digest()
+        if not self._compiled or self._compiled[0] != digest:
+            self._compiled = (digest, compile_mod.build(self.workspace, self.device))
+        return self._compiled[1]
+
+    def compile(self) -> dict:
+        return self._compile_result().to_dict()
+
+    def verify(self) -> dict:
+        digest = self._digest()
+        if self._verified and self._verified[0] == digest:
+            return self._verified[1]
+        built = self._compile_result()
+        if not built.ok:
+            return verify_mod.VerifyResult(ok=False, error="compile failed: " + built.log).to_dict()
+        with gpu_lock.hold(self.device):
+            result = self._guarded(
+                lambda: verify_mod.run(
+                    self.workspace, built.extension_dir, self.device, self.protocol, self.workdir
+                ).to_dict(),
+                verify_mod.VerifyResult,
+            )
+        self._verified = (digest, result)
+        return result
+
+    def profile(self) -> dict:
+        verdict = self.verify()
+        if not verdict["ok"]:
+            return profile_mod.ProfileResult(
+                ok=False, error="not profiled: the candidate did not verify"
+            ).to_dict()
+        with gpu_lock.hold(self.device):
+            return self._guarded(
+                lambda: profile_mod.run(
+                    self.workspace,
+                    self._compile_result().extension_dir,
+                    self.device,
+                    self.protocol,
+                    self.workdir,
+                ).to_dict(),
+                profile_mod.ProfileResult,
+            )
+
+    @staticmethod
+    def _guarded(step, result_type) -> dict:
+        try:
+            return step()
+        except ProblemError as exc:  # the reference or baselines failed: not the candidate's fault
+            return result_type(ok=False, error=str(exc)).to_dict()
+
+    def evaluate(self) -> dict:
+        """The full Verdict of DESIGN.md."""
+        compiled = self.compile()
+        verified = self.verify() if compiled["ok"] else None
+        profiled = self.profile() if verified and verified["ok"] else None
+        return {
+            "compile": compiled,
+            "verify": verified,
+            "profile": profiled,
+            "environment": environment.describe(self.device, settings.gpu_index()),
+            "protocol": self.protocol.to_dict(),
+            "sandbox": {"network_isolated": sandbox.network_isolation_available()},
+        }
+
+    def close(self) -> None:
+        if self._owns_root:
+            shutil.rmtree(self._base, ignore_errors=True)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def verdict_ok(verdict: dict) -> bool:
+    return bool(verdict.get("profile") and verdict["profile"]["ok"])

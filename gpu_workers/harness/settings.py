@@ -1,0 +1,35 @@
+"""The one place the harness reads its environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SKILLS_DIR = REPO_ROOT / "skills"
+EXTENSION_NAME = "kernel_ext"
+TARGETS = ("cuda", "cpu")
+
+
+def cache_dir() -> Path:
+    """Compiled objects, extensions, baselines and peak measurements live here."""
+    path = Path(os.environ.get("KERNELARENA_CACHE") or Path.home() / ".cache" / "kernelarena")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def gpu_index() -> str:
+    """The GPU this worker owns; the sandbox pins children to it with CUDA_VISIBLE_DEVICES."""
+    return os.environ.get("KERNELARENA_GPU", os.environ.get("CUDA_VISIBLE_DEVICES", "0")) or "0"
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_device(device: str) -> str:
+    if device not in TARGETS:
+        raise ValueError(f"unknown device {device!r}: use one of {', '.join(TARGETS)}")
+    return device
