@@ -239,13 +239,22 @@ def _ninja_quote(path) -> str:
     return str(path).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
+def _is_command_echo(line: str) -> bool:
+    """ninja echoes a failed command line: flags and paths, no help to a reader."""
+    return " -c " in line and " -o " in line
+
+
 _ERROR_LINE = re.compile(r"(error|undefined reference|fatal)", re.IGNORECASE)
 
 
 def trim_log(log: str, root: Path, max_errors: int = 8, max_chars: int = 4000) -> str:
     """The first errors with file:line and a little context, paths relative to the workspace."""
     text = log.replace(str(root) + "/", "")
-    lines = [line for line in text.splitlines() if not line.startswith(("[", "ninja:"))]
+    lines = [
+        line
+        for line in text.splitlines()
+        if not line.startswith(("[", "ninja:", "FAILED:")) and not _is_command_echo(line)
+    ]
     picked: list[str] = []
     errors = 0
     for i, line in enumerate(lines):

@@ -1,0 +1,47 @@
+import uuid
+
+import pytest
+
+from gpu_workers.harness import compile, settings, workspace
+from tests.conftest import candidate_dir
+
+
+@pytest.fixture
+def ws(tmp_path):
+    ws = workspace.create(tmp_path / "ws", "class Model: ...", "cpu")
+    workspace.copy_candidate(ws, candidate_dir("cpu", "good_relu_scale"))
+    return ws
+
+
+def test_an_unchanged_workspace_is_cached_and_one_changed_file_rebuilds_alone(ws):
+    first = compile.build(ws, "cpu")
+    assert first.ok, first.log
+    again = compile.build(ws, "cpu")
+    assert again.ok and again.cached and again.extension_dir == first.extension_dir
+    objects_before = set((settings.cache_dir() / "objects").iterdir())
+    kernel = next(p for p in ws.kernel_files(".cpp") if not p.stem.endswith("_binding"))
+    ws.write_file(f"kernels/{kernel.name}", kernel.read_text() + f"\n// {uuid.uuid4()}\n")
+    warm = compile.build(ws, "cpu")
+    assert warm.ok and not warm.cached and warm.extension_dir != first.extension_dir
+    new_objects = set((settings.cache_dir() / "objects").iterdir()) - objects_before
+    assert len(new_objects) == 1  # only the edited file was compiled
+
+
+def test_errors_are_trimmed_to_file_and_line(ws):
+    ws.write_file("kernels/broken.cpp", "int ok = 1;\nint broken = ;\n")
+    result = compile.build(ws, "cpu")
+    assert not result.ok
+    assert "kernels/broken.cpp:2" in result.log
+    assert str(ws.root) not in result.log and len(result.log) < 4100
+
+
+def test_an_empty_kernels_dir_says_what_to_write(tmp_path):
+    ws = workspace.create(tmp_path / "ws", "class Model: ...", "cpu")
+    result = compile.build(ws, "cpu")
+    assert not result.ok and "kernels/ is empty" in result.log
+
+
+def test_trim_log_keeps_the_first_errors():
+    log = "\n".join(f"/w/kernels/a.cpp:{i}:1: error: bad {i}" for i in range(1, 40))
+    trimmed = compile.trim_log(log, root=__import__("pathlib").Path("/w"))
+    assert "kernels/a.cpp:1:1: error: bad 1" in trimmed and "bad 39" not in trimmed

@@ -1,0 +1,41 @@
+import pytest
+
+from gpu_workers.harness import problem
+from gpu_workers.harness.protocol import LOOSE
+from tests.conftest import problem_source
+
+
+def test_a_valid_problem_records_times_flops_and_bytes():
+    report = problem.validate(problem_source("matmul_rowsum"), "cpu", LOOSE)
+    assert report.ok, report.reasons
+    assert report.eager_ms > 0 and report.compile_ms > 0
+    assert report.flops == 2 * 512 * 512 * 512
+    # A and B (512x512 fp32 each) read once, the (512,) output written once
+    assert report.bytes_moved == (2 * 512 * 512 + 512) * 4
+    assert report.outputs == ["(512,) float32"]
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("degenerate_constant", "constant"),
+        ("degenerate_input_independent", "does not depend on the inputs"),
+        ("nondeterministic", "not deterministic"),
+        ("syntax_error", "syntax error on line"),
+        ("missing_get_inputs", "missing get_inputs"),
+        ("raises_in_forward", "raised"),
+    ],
+)
+def test_unusable_problems_are_rejected_with_a_reason(name, reason):
+    report = problem.validate(problem_source(name), "cpu", LOOSE)
+    assert not report.ok
+    assert len(report.reasons) == 1 and reason in report.reasons[0]
+
+
+def test_the_identity_ignores_line_endings_and_trailing_blanks():
+    assert problem.source_sha256("a = 1  \r\nb = 2\n\n") == problem.source_sha256("a = 1\nb = 2")
+
+
+def test_an_oversized_source_is_refused_before_anything_runs():
+    with pytest.raises(problem.ProblemError, match="larger than"):
+        problem.check_source("#" * (problem.MAX_SOURCE_BYTES + 1))

@@ -1,0 +1,86 @@
+"""Each threat in DESIGN.md (Verification) has a known-bad candidate here that must be caught,
+on the cpu target, with real compiles and real sandboxed processes."""
+
+import pytest
+
+from gpu_workers.harness.protocol import FP32_STRICT, LOOSE, Protocol
+from tests.gpu_workers.harness.evaluation import codes, evaluate
+
+
+def test_a_correct_kernel_verifies_with_its_errors_reported():
+    verdict = evaluate("relu_scale", "good_relu_scale", profile=False)
+    assert verdict["compile"]["ok"], verdict["compile"]["log"]
+    result = verdict["verify"]
+    assert result["ok"], result
+    assert result["trials"] == LOOSE.trials and result["violations"] == []
+    assert result["max_abs_err"] < 1e-5 and result["max_rel_err"] < 1e-6
+
+
+def test_a_correct_row_reduction_verifies():
+    verdict = evaluate("row_sum", "good_row_sum", profile=False)
+    assert verdict["verify"]["ok"], verdict["verify"]
+
+
+# (candidate, problem, protocol, the violation code that must be reported)
+KNOWN_BAD = [
+    # 1. torch doing the work: from Python, from C++ (only the runtime check sees a tensor
+    #    method), and a namespace call the static gate sees.
+    ("bad_torch_in_forward", "relu_scale", LOOSE, "torch_compute"),
+    ("bad_torch_in_cpp", "relu_scale", LOOSE, "torch_compute"),
+    ("bad_torch_in_cpp_static", "relu_scale", LOOSE, "torch_compute"),
+    # 2. an output never written: the candidate runs alone, so there is no reference to read
+    ("bad_uninitialised_output", "relu_scale", LOOSE, "mismatch"),
+    # 3. inputs modified in place
+    ("bad_mutates_input", "relu_scale", LOOSE, "input_mutated"),
+    # 4. results cached across calls: fresh inputs every trial
+    ("bad_caches_output", "relu_scale", LOOSE, "mismatch"),
+    # 5. work left running on another thread
+    ("bad_background_thread", "relu_scale", LOOSE, "async_work"),
+    ("bad_cpp_thread", "relu_scale", LOOSE, "async_work"),
+    # 6. patched timers and a forged verdict on stdout
+    ("bad_patches_timers", "relu_scale", LOOSE, "forbidden_source"),
+    # 7. precision downgrade under a strict protocol
+    ("bad_low_precision", "relu_scale", FP32_STRICT, "mismatch"),
+    # plainly wrong
+    ("wrong_result", "relu_scale", LOOSE, "mismatch"),
+]
+
+
+@pytest.mark.parametrize("candidate, problem, protocol, code", KNOWN_BAD,
+                         ids=[row[0] for row in KNOWN_BAD])
+def test_known_bad_candidates_are_rejected(candidate, problem, protocol, code):
+    verdict = evaluate(problem, candidate, protocol=protocol, profile=False)
+    assert verdict["compile"]["ok"], verdict["compile"]["log"]
+    assert not verdict["verify"]["ok"]
+    assert code in codes(verdict["verify"]), verdict["verify"]
+
+
+def test_low_precision_passes_the_loose_protocol_and_reports_its_error():
+    """Tolerance belongs to the protocol: the same bf16 kernel is fine at 1e-2."""
+    result = evaluate("relu_scale", "bad_low_precision", profile=False)["verify"]
+    assert result["ok"], result
+    assert 1e-4 < result["max_rel_err"] < 1e-2
+
+
+def test_a_runtime_check_names_the_torch_ops_it_saw():
+    result = evaluate("relu_scale", "bad_torch_in_cpp", profile=False)["verify"]
+    detail = " ".join(v["detail"] for v in result["violations"])
+    assert "aten::" in detail
+
+
+def test_a_segfault_is_a_verdict():
+    result = evaluate("relu_scale", "crash_segfault", profile=False)["verify"]
+    assert not result["ok"] and "SIGSEGV" in result["error"]
+
+
+def test_a_hang_is_killed_and_is_a_verdict():
+    quick = Protocol(step_timeout_s=20)
+    result = evaluate("relu_scale", "crash_hang", protocol=quick, profile=False)["verify"]
+    assert not result["ok"] and "timed out" in result["error"]
+
+
+def test_a_compile_error_is_reported_with_file_and_line():
+    verdict = evaluate("relu_scale", "compile_error", profile=False)
+    assert not verdict["compile"]["ok"]
+    assert "kernels/" in verdict["compile"]["log"] and "error" in verdict["compile"]["log"]
+    assert not verdict["verify"]["ok"] and verdict["verify"]["error"].startswith("compile failed")
