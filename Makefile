@@ -18,8 +18,14 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[harness,agent,dev]'
 	@touch $(STAMP)
 
+# Until the web app exists: validate the bundled example op, then evaluate its kernel.
+DEVICE = $$($(PY) -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
 run: $(STAMP)
-	$(PY) -m gpu_workers.harness evaluate examples/relu_scale/problem.py examples/relu_scale/candidate_$$($(PY) -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
+	@device=$(DEVICE); problems=tests/fixtures/problems; [ $$device = cuda ] && problems=$$problems/gpu; \
+	set -x; \
+	$(PY) -m gpu_workers.harness validate $$problems/relu_scale.py --device $$device && \
+	$(PY) -m gpu_workers.harness evaluate $$problems/relu_scale.py \
+		tests/fixtures/candidates/$$device/good_relu_scale --device $$device
 
 test: $(STAMP)
 	$(PY) -m pytest tests --ignore=tests/gpu

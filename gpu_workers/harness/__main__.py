@@ -65,8 +65,10 @@ def _validate(source: str, device: str, proto, as_json: bool) -> int:
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
     elif report.ok:
-        print(f"valid on {device}: eager {report.eager_ms:.4f} ms, torch.compile "
-              f"{report.compile_ms:.4f} ms, {report.flops} FLOPs, {report.bytes_moved} bytes")
+        print(
+            f"valid on {device}: eager {report.eager_ms:.4f} ms, torch.compile "
+            f"{report.compile_ms:.4f} ms, {report.flops} FLOPs, {report.bytes_moved} bytes"
+        )
     else:
         print("rejected: " + "; ".join(report.reasons))
     return EXIT_OK if report.ok else EXIT_REJECTED
@@ -103,8 +105,10 @@ def summarize(verdict: dict) -> str:
         lines.append("verify failed" + (f": {ver['error']}" if ver["error"] else ""))
         lines += [f"  {v['code']}: {v['detail']}" for v in ver["violations"]]
         return "\n".join(lines)
-    lines.append(f"verified: {ver['trials']} trials, max abs err {ver['max_abs_err']:.3g}, "
-                 f"rel err {ver['max_rel_err']:.3g}")
+    lines.append(
+        f"verified: {ver['trials']} trials, max abs err {ver['max_abs_err']:.3g}, "
+        f"rel err {ver['max_rel_err']:.3g}"
+    )
     if prof.get("error"):
         lines.append(f"profile failed: {prof['error']}")
     else:

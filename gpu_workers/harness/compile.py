@@ -35,7 +35,12 @@ class CompileResult:
     extension_dir: str | None = None
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "seconds": round(self.seconds, 3), "cached": self.cached, "log": self.log}
+        return {
+            "ok": self.ok,
+            "seconds": round(self.seconds, 3),
+            "cached": self.cached,
+            "log": self.log,
+        }
 
 
 @dataclass(frozen=True)
@@ -124,8 +129,10 @@ def _pybind_abi_flags(cpp_extension) -> list[str]:
 def _arch_flags() -> list[str]:
     """sm_90a on Hopper so wgmma and TMA are available; else the visible GPU's own arch."""
     listed = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    capability = listed.split(";")[0].strip() if listed else environment.compute_capability(
-        settings.gpu_index()
+    capability = (
+        listed.split(";")[0].strip()
+        if listed
+        else environment.compute_capability(settings.gpu_index())
     )
     capability = capability or "9.0"
     digits = capability.replace(".", "").replace("+PTX", "")
@@ -150,8 +157,12 @@ def _sources(ws: Workspace, device: str) -> list[Path]:
 def build(ws: Workspace, device: str) -> CompileResult:
     started = time.monotonic()
     if not ws.kernel_files(".cpp", ".cu"):
-        return CompileResult(False, 0.0, False, "kernels/ is empty: write kernels/<op>.cpp/.cu "
-                             "and kernels/<op>_binding.cpp first")
+        return CompileResult(
+            False,
+            0.0,
+            False,
+            "kernels/ is empty: write kernels/<op>.cpp/.cu and kernels/<op>_binding.cpp first",
+        )
     chain = toolchain(device)
     headers = _headers_digest(ws)
     objects = {
@@ -174,7 +185,9 @@ def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path)
     object_dir.mkdir(exist_ok=True)
     build_dir = Path(tempfile.mkdtemp(prefix="build-", dir=settings.cache_dir()))
     try:
-        (build_dir / "build.ninja").write_text(_ninja_file(ws.root, chain, objects, object_dir, build_dir))
+        (build_dir / "build.ninja").write_text(
+            _ninja_file(ws.root, chain, objects, object_dir, build_dir)
+        )
         result = sandbox.run(
             ["ninja", "-C", str(build_dir), f"-j{os.cpu_count() or 1}"],
             cwd=ws.root,

@@ -29,7 +29,12 @@ def _nvidia_smi(fields: tuple[str, ...], index: str) -> dict[str, str] | None:
         return None
     try:
         out = subprocess.run(
-            [exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", f"-i={index}"],
+            [
+                exe,
+                f"--query-gpu={','.join(fields)}",
+                "--format=csv,noheader,nounits",
+                f"-i={index}",
+            ],
             capture_output=True,
             text=True,
             timeout=20,

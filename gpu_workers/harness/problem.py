@@ -89,7 +89,11 @@ def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 60
     with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         problem_path = Path(tmp) / "model.py"
         problem_path.write_text(source)
-        request = {"problem": str(problem_path), "device": device, "protocol": protocol.to_request()}
+        request = {
+            "problem": str(problem_path),
+            "device": device,
+            "protocol": protocol.to_request(),
+        }
         result, failure = run_step("validate", request, Path(tmp), device, timeout_s)
     if failure:
         return ProblemReport(ok=False, sha256=sha, reasons=[failure])
@@ -146,9 +150,12 @@ def build_model(problem, device: str, seed: int, cls: type | None = None) -> tor
 
 
 def make_inputs(module, seed: int, device: str) -> list:
-    """Inputs are drawn on the host from a seeded generator, then moved: the same on any GPU."""
+    """Inputs drawn from a seeded generator on the device itself (drawing hundreds of MB on the
+    host costs seconds per trial); every process on this device draws the same values."""
     _seeded(seed)
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    with torch.device(device):
+        inputs = module.get_inputs()
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
 def flatten(out) -> list[torch.Tensor]:
@@ -169,8 +176,8 @@ def describe(tensors) -> list[str]:
 
 def close(a: list[torch.Tensor], b: list[torch.Tensor], atol: float, rtol: float) -> bool:
     return len(a) == len(b) and all(
-        x.shape == y.shape and torch.allclose(x.float(), y.float(), atol=atol, rtol=rtol,
-                                              equal_nan=True)
+        x.shape == y.shape
+        and torch.allclose(x.float(), y.float(), atol=atol, rtol=rtol, equal_nan=True)
         for x, y in zip(a, b, strict=True)
     )
 
@@ -225,7 +232,9 @@ def validate_in_child(request: dict) -> dict:
     sets = [make_inputs(module, seed, device) for seed in protocol.timing_seeds]
     with torch.no_grad():
         timings, _ = timing.measure(
-            {"eager": model, "compile": compiled}, sets, device=device,
+            {"eager": model, "compile": compiled},
+            sets,
+            device=device,
             budget_s=protocol.timing_budget_s,
         )
     return {
@@ -249,8 +258,10 @@ def _degeneracy_reasons(first, again, other, protocol: Protocol) -> list[str]:
     if close(first, other, protocol.atol, protocol.rtol):
         return ["output does not depend on the inputs: two input seeds give the same output"]
     flat = [t for t in first if t.numel() > 1 and t.is_floating_point()]
-    if flat and all(close([t], [torch.full_like(t, t.float().mean())], protocol.atol,
-                          protocol.rtol) for t in flat):
+    if flat and all(
+        close([t], [torch.full_like(t, t.float().mean())], protocol.atol, protocol.rtol)
+        for t in flat
+    ):
         return ["output is (nearly) constant: a kernel returning a constant would pass"]
     return []
 

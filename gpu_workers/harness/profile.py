@@ -62,7 +62,9 @@ class ProfileResult:
 
 def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
     name = environment.device_name(device, settings.gpu_index())
-    key = re.sub(r"[^A-Za-z0-9.]+", "-", f"{name}-torch{torch.__version__}-cuda{torch.version.cuda}")
+    key = re.sub(
+        r"[^A-Za-z0-9.]+", "-", f"{name}-torch{torch.__version__}-cuda{torch.version.cuda}"
+    )
     return settings.cache_dir() / "baselines" / key / f"{sha}-{protocol.name}.json"
 
 
@@ -82,11 +84,13 @@ def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path
     return {**result, "cached": False}
 
 
-def run(ws: Workspace, extension_dir: str, device: str, protocol: Protocol, workdir: Path
-        ) -> ProfileResult:
+def run(
+    ws: Workspace, extension_dir: str, device: str, protocol: Protocol, workdir: Path
+) -> ProfileResult:
     base = baselines(ws.root / "model.py", device, protocol, workdir)
-    verify_mod.ensure_reference(ws.root / "model.py", device, protocol,
-                                list(protocol.timing_seeds), workdir)
+    verify_mod.ensure_reference(
+        ws.root / "model.py", device, protocol, list(protocol.timing_seeds), workdir
+    )
     out_dir = Path(tempfile.mkdtemp(prefix="profile-", dir=workdir))
     request = {
         "workspace": str(ws.root),
@@ -100,37 +104,55 @@ def run(ws: Workspace, extension_dir: str, device: str, protocol: Protocol, work
     )
     if failure:
         return ProfileResult(ok=False, error=failure)
-    return _result(base, measured, _timed_output_violations(workdir, out_dir, device, protocol),
-                   device, protocol)
+    return _result(
+        base,
+        measured,
+        _timed_output_violations(workdir, out_dir, device, protocol),
+        device,
+        protocol,
+    )
 
 
 def _timed_output_violations(workdir: Path, out_dir: Path, device: str, protocol: Protocol):
     """Threat 4: results of timed calls must be right too, not only those of verification."""
     found = []
     for seed in protocol.timing_seeds:
-        ref = verify_mod.load_outputs(workdir / "reference" / f"reference-{seed}.pt",
-                                      verify_mod.compare_device(device))
-        got = verify_mod.load_outputs(out_dir / f"timed-{seed}.pt",
-                                      verify_mod.compare_device(device))
+        ref = verify_mod.load_outputs(
+            workdir / "reference" / f"reference-{seed}.pt", verify_mod.compare_device(device)
+        )
+        got = verify_mod.load_outputs(
+            out_dir / f"timed-{seed}.pt", verify_mod.compare_device(device)
+        )
         bad, _, _ = verify_mod.compare(ref, got, protocol, f"timed call (seed {seed})")
         found += [Violation("timed_output_mismatch", v.detail) for v in bad]
     return found
 
 
-def _result(base: dict, measured: dict, violations: list[Violation], device: str,
-            protocol: Protocol) -> ProfileResult:
+def _result(
+    base: dict, measured: dict, violations: list[Violation], device: str, protocol: Protocol
+) -> ProfileResult:
     cand, eager = measured["candidate"], measured["eager"]
     candidate_ms = cand["median_ms"]
     if cand["wall_median_ms"] > _WALL_GAP_FACTOR * candidate_ms + _WALL_GAP_ALLOWANCE_MS:
-        violations.append(Violation("async_work", f"host wall time {cand['wall_median_ms']:.3f} ms "
-                                    f"vs event time {candidate_ms:.3f} ms: work ran outside the "
-                                    "timed stream"))
+        violations.append(
+            Violation(
+                "async_work",
+                f"host wall time {cand['wall_median_ms']:.3f} ms "
+                f"vs event time {candidate_ms:.3f} ms: work ran outside the "
+                "timed stream",
+            )
+        )
     peaks = roofline.peaks(device)
     sol_ms = roofline.floor_ms(measured["flops"], measured["bytes_moved"], peaks, protocol)
     if candidate_ms < sol_ms * protocol.sol_slack:
-        violations.append(Violation("impossible_speed", f"{candidate_ms:.4f} ms is under the "
-                                    f"speed-of-light floor {sol_ms:.4f} ms of this device "
-                                    "(held for review, never a record)"))
+        violations.append(
+            Violation(
+                "impossible_speed",
+                f"{candidate_ms:.4f} ms is under the "
+                f"speed-of-light floor {sol_ms:.4f} ms of this device "
+                "(held for review, never a record)",
+            )
+        )
     compile_ms = base.get("compile_ms")
     return ProfileResult(
         ok=not violations,
@@ -189,7 +211,9 @@ def profile_in_child(request: dict) -> dict:
         nbytes = problem_mod.bytes_moved(sets[0], reference, outputs)
         del outputs
         timings, kept = timing.measure(
-            {"candidate": model_new, "eager": reference}, sets, device=device,
+            {"candidate": model_new, "eager": reference},
+            sets,
+            device=device,
             budget_s=protocol.timing_budget_s,
         )
     out_dir = Path(request["out_dir"])

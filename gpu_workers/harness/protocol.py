@@ -27,7 +27,7 @@ class Protocol:
     allow_tensor_cores: bool = True
     init_seed: int = 1234
     compile_modes: tuple[str, ...] = ("default", "max-autotune")
-    timing_budget_s: float = 3.0
+    timing_budget_s: float = 2.0
     # Wall-clock limit of one sandboxed verify or profile step (a hang becomes a verdict).
     step_timeout_s: float = 600.0
     extra: dict = field(default_factory=dict)

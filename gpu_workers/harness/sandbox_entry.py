@@ -9,8 +9,13 @@ import sys
 import traceback
 from pathlib import Path
 
-from gpu_workers.harness import timing  # noqa: F401  - binds the clocks first (threat 6)
-from gpu_workers.harness import problem, profile, roofline, verify
+from gpu_workers.harness import (
+    problem,
+    profile,
+    roofline,
+    timing,  # noqa: F401  - binds the clocks first (threat 6)
+    verify,
+)
 
 STEPS = {
     "validate": problem.validate_in_child,

@@ -4,6 +4,7 @@ the CLI and the Celery tasks all use. Every method returns the Verdict's JSON se
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -14,6 +15,15 @@ from gpu_workers.harness import profile as profile_mod
 from gpu_workers.harness import verify as verify_mod
 from gpu_workers.harness.problem import ProblemError, check_source
 from gpu_workers.harness.protocol import LOOSE, Protocol
+
+
+def _scratch() -> str | None:
+    """tmpfs when it has room: verify and profile pass every output through files."""
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return "/dev/shm" if stat.f_bavail * stat.f_frsize > 8 << 30 else None
 
 
 class Session:
@@ -28,13 +38,12 @@ class Session:
         self.device = settings.check_device(device)
         self.protocol = protocol or LOOSE
         self._owns_root = root is None
-        base = Path(root) if root else Path(tempfile.mkdtemp(prefix="kernelarena-"))
+        base = Path(root) if root else Path(tempfile.mkdtemp(prefix="kernelarena-", dir=_scratch()))
         self.workspace = workspace.create(base / "workspace", problem_source, device)
         self.root = self.workspace.root
         self.workdir = base / "io"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._base = base
-        self._compiled: tuple[str, compile_mod.CompileResult] | None = None
         self._verified: tuple[str, dict] | None = None
 
     # ---- files (what the agent reads and writes) ----
@@ -59,10 +68,8 @@ class Session:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _compile_result(self) -> compile_mod.CompileResult:
-        digest = self._digest()
-        if not self._compiled or self._compiled[0] != digest:
-            self._compiled = (digest, compile_mod.build(self.workspace, self.device))
-        return self._compiled[1]
+        # Cheap when nothing changed: build() hashes the sources and finds the cached extension.
+        return compile_mod.build(self.workspace, self.device)
 
     def compile(self) -> dict:
         return self._compile_result().to_dict()

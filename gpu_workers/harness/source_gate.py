@@ -130,17 +130,22 @@ def _patches(node: ast.AST, where: str) -> list[Violation]:
     bad = [
         _dotted_name(t)
         for t in targets
-        if isinstance(t, ast.Attribute) and _dotted_name(t) and not _dotted_name(t).startswith(
-            ("self.", "cls.")
-        )
+        if isinstance(t, ast.Attribute)
+        and _dotted_name(t)
+        and not _dotted_name(t).startswith(("self.", "cls."))
     ]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
-        "setattr",
-        "delattr",
-        "exec",
-        "eval",
-        "__import__",
-        "globals",
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id
+        in (
+            "setattr",
+            "delattr",
+            "exec",
+            "eval",
+            "__import__",
+            "globals",
+        )
     ):
         bad.append(f"{node.func.id}()")
     return [Violation("forbidden_source", f"{where}: patches or evaluates {b}") for b in bad]
@@ -152,12 +157,22 @@ def check_cpp(source: str, filename: str) -> list[Violation]:
     for lineno, line in enumerate(text.splitlines(), 1):
         where = f"{filename}:{lineno}"
         for match in _CPP_ASYNC.finditer(line):
-            found.append(Violation("async_work", f"{where}: {match.group(1)} (no extra threads "
-                                   "or streams: work must finish on the current stream)"))
+            found.append(
+                Violation(
+                    "async_work",
+                    f"{where}: {match.group(1)} (no extra threads "
+                    "or streams: work must finish on the current stream)",
+                )
+            )
         for match in _CPP_TORCH_CALL.finditer(line):
             if match.group(1) not in _CPP_ALLOWED_CALLS:
-                found.append(Violation("torch_compute", f"{where}: calls {match.group(0)[:-1]} "
-                                       "(only allocation is allowed from torch in C++)"))
+                found.append(
+                    Violation(
+                        "torch_compute",
+                        f"{where}: calls {match.group(0)[:-1]} "
+                        "(only allocation is allowed from torch in C++)",
+                    )
+                )
     return found
 
 

@@ -52,29 +52,51 @@ def compare(
 ) -> tuple[list[Violation], float, float]:
     """Violations, max abs error and relative error ‖out−ref‖/‖ref‖ for one trial."""
     if len(reference) != len(candidate):
-        return [Violation("mismatch", f"{label}: {len(candidate)} outputs, expected "
-                          f"{len(reference)}")], float("inf"), float("inf")
+        return (
+            [
+                Violation(
+                    "mismatch", f"{label}: {len(candidate)} outputs, expected {len(reference)}"
+                )
+            ],
+            float("inf"),
+            float("inf"),
+        )
     found, max_abs, max_rel = [], 0.0, 0.0
     for i, (ref, out) in enumerate(zip(reference, candidate, strict=True)):
         name = f"{label} output {i}"
         if out.shape != ref.shape or out.dtype != ref.dtype:
-            found.append(Violation("mismatch", f"{name}: got {tuple(out.shape)} {out.dtype}, "
-                                   f"expected {tuple(ref.shape)} {ref.dtype}"))
+            found.append(
+                Violation(
+                    "mismatch",
+                    f"{name}: got {tuple(out.shape)} {out.dtype}, "
+                    f"expected {tuple(ref.shape)} {ref.dtype}",
+                )
+            )
             max_abs = max_rel = float("inf")
             continue
         r, o = ref.double(), out.double()
         if bool((o.isnan() & ~r.isnan()).any()):
-            found.append(Violation("nan_output", f"{name}: NaN where the reference has a number "
-                                   "(an output element never written?)"))
+            found.append(
+                Violation(
+                    "nan_output",
+                    f"{name}: NaN where the reference has a number "
+                    "(an output element never written?)",
+                )
+            )
         diff = (o - r).abs().nan_to_num(nan=float("inf"))
         abs_err = float(diff.max()) if diff.numel() else 0.0
         rel_err = float((o - r).nan_to_num(nan=float("inf")).norm() / r.norm().clamp_min(1e-30))
         max_abs, max_rel = max(max_abs, abs_err), max(max_rel, rel_err)
         if not torch.allclose(o, r, atol=protocol.atol, rtol=protocol.rtol, equal_nan=True):
             bad = int((diff > protocol.atol + protocol.rtol * r.abs()).sum())
-            found.append(Violation("mismatch", f"{name}: {bad} of {r.numel()} elements outside "
-                                   f"atol={protocol.atol} rtol={protocol.rtol} "
-                                   f"(max abs err {abs_err:.3g}, rel err {rel_err:.3g})"))
+            found.append(
+                Violation(
+                    "mismatch",
+                    f"{name}: {bad} of {r.numel()} elements outside "
+                    f"atol={protocol.atol} rtol={protocol.rtol} "
+                    f"(max abs err {abs_err:.3g}, rel err {rel_err:.3g})",
+                )
+            )
     return found, max_abs, max_rel
 
 
@@ -276,11 +298,21 @@ def _trial_violations(trial, observer, inputs, originals, out, threads_before) -
         if isinstance(x, torch.Tensor) and not torch.equal(x, x0):
             found.append(Violation("input_mutated", f"trial {trial}: input {i} was modified"))
     if _bad_type(out):
-        found.append(Violation("output_type", f"trial {trial}: forward must return plain "
-                               f"torch.Tensor outputs, got {type(out).__name__}"))
+        found.append(
+            Violation(
+                "output_type",
+                f"trial {trial}: forward must return plain "
+                f"torch.Tensor outputs, got {type(out).__name__}",
+            )
+        )
     if _thread_count() > threads_before:
-        found.append(Violation("async_work", f"trial {trial}: forward left "
-                               f"{_thread_count() - threads_before} new thread(s) running"))
+        found.append(
+            Violation(
+                "async_work",
+                f"trial {trial}: forward left "
+                f"{_thread_count() - threads_before} new thread(s) running",
+            )
+        )
     return [v.to_dict() for v in found]
 
 

@@ -33,7 +33,9 @@ class Workspace:
         """The absolute path of a workspace file; ValueError if it would escape the workspace."""
         rel = PurePosixPath(path.strip())
         if rel.is_absolute() or ".." in rel.parts or not rel.parts:
-            raise ValueError(f"{path!r} is outside the workspace: use a relative path like model.py")
+            raise ValueError(
+                f"{path!r} is outside the workspace: use a relative path like model.py"
+            )
         return self.root / rel
 
     def check_writable(self, path: str) -> str:

@@ -8,8 +8,13 @@ from gpu_workers.harness.session import Session
 from tests.conftest import candidate_dir, problem_source
 
 
-def evaluate(problem: str, candidate: str, device: str = "cpu", protocol: Protocol = LOOSE,
-             profile: bool = True) -> dict:
+def evaluate(
+    problem: str,
+    candidate: str,
+    device: str = "cpu",
+    protocol: Protocol = LOOSE,
+    profile: bool = True,
+) -> dict:
     with Session(problem_source(problem), device=device, protocol=protocol) as session:
         workspace.copy_candidate(session.workspace, candidate_dir(device, candidate))
         if profile:

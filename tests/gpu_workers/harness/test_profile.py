@@ -25,8 +25,8 @@ def test_a_time_under_the_speed_of_light_floor_is_held_as_impossible():
 
 def test_patched_timers_do_not_reach_the_measurement(tmp_path):
     """Threat 6, past the static gate: the candidate's import patches every clock it can."""
-    from gpu_workers.harness import workspace
     from gpu_workers.harness import profile as profile_mod
+    from gpu_workers.harness import workspace
     from gpu_workers.harness.protocol import LOOSE
     from gpu_workers.harness.session import Session
     from tests.conftest import candidate_dir, problem_source
@@ -35,6 +35,7 @@ def test_patched_timers_do_not_reach_the_measurement(tmp_path):
         workspace.copy_candidate(session.workspace, candidate_dir("cpu", "bad_patches_timers"))
         built = session._compile_result()
         assert built.ok, built.log
-        result = profile_mod.run(session.workspace, built.extension_dir, "cpu", LOOSE,
-                                 session.workdir)
+        result = profile_mod.run(
+            session.workspace, built.extension_dir, "cpu", LOOSE, session.workdir
+        )
     assert result.candidate_ms > 0.001 and result.speedup_vs_eager < 100, result

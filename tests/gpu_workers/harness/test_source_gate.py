@@ -8,8 +8,10 @@ def codes(violations):
 
 
 def test_a_clean_model_new_passes():
-    source = "import torch\nimport kernel_ext\nclass ModelNew(torch.nn.Module):\n" \
-             "    def forward(self, x):\n        self.n = 1\n        return kernel_ext.op(x)\n"
+    source = (
+        "import torch\nimport kernel_ext\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x):\n        self.n = 1\n        return kernel_ext.op(x)\n"
+    )
     assert check_python(source) == []
 
 

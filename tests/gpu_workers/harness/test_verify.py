@@ -46,8 +46,9 @@ KNOWN_BAD = [
 ]
 
 
-@pytest.mark.parametrize("candidate, problem, protocol, code", KNOWN_BAD,
-                         ids=[row[0] for row in KNOWN_BAD])
+@pytest.mark.parametrize(
+    "candidate, problem, protocol, code", KNOWN_BAD, ids=[row[0] for row in KNOWN_BAD]
+)
 def test_known_bad_candidates_are_rejected(candidate, problem, protocol, code):
     verdict = evaluate(problem, candidate, protocol=protocol, profile=False)
     assert verdict["compile"]["ok"], verdict["compile"]["log"]

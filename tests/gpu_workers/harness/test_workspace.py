@@ -10,7 +10,11 @@ def ws(tmp_path):
 
 def test_it_lays_out_the_cuda_agent_workspace(ws):
     assert ws.list_files() == [
-        "SKILL.md", "binding.cpp", "binding_registry.h", "model.py", "model_new.py"
+        "SKILL.md",
+        "binding.cpp",
+        "binding_registry.h",
+        "model.py",
+        "model_new.py",
     ]
     assert ws.read_file("model.py") == "class Model: ..."
 

@@ -1,0 +1,103 @@
+"""Every candidate the run evaluated, and which one is the result.
+
+A candidate is the writable sources at the moment the agent verified or profiled them, keyed by
+their content so that profiling the same sources twice updates one record. The result is the
+fastest verified candidate, whether or not the agent ever calls finish.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from agent.reward import milestone_reward
+
+
+def sources_digest(sources: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class Candidate:
+    index: int
+    turn: int  # the model reply whose tool call produced the verdict
+    digest: str
+    sources: dict[str, str] = field(repr=False)
+    verify: dict | None = None
+    profile: dict | None = None
+
+    @property
+    def verified(self) -> bool:
+        # A profile verifies first, and it can still fail (e.g. faster than the speed of light).
+        if self.profile is not None:
+            return bool(self.profile.get("ok"))
+        return bool((self.verify or {}).get("ok"))
+
+    @property
+    def speedup_vs_eager(self) -> float | None:
+        return (self.profile or {}).get("speedup_vs_eager") if self.verified else None
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        return (self.profile or {}).get("speedup_vs_compile") if self.verified else None
+
+    @property
+    def reward(self) -> int:
+        return milestone_reward(self.verify, self.profile)
+
+    def summary(self) -> dict:
+        """Everything but the sources: what a trace event or verdict file shows."""
+        return {
+            "index": self.index,
+            "turn": self.turn,
+            "digest": self.digest,
+            "files": sorted(self.sources),
+            "verified": self.verified,
+            "speedup_vs_eager": self.speedup_vs_eager,
+            "speedup_vs_compile": self.speedup_vs_compile,
+            "reward": self.reward,
+            "verify": self.verify,
+            "profile": self.profile,
+        }
+
+
+class Candidates:
+    def __init__(self) -> None:
+        self.all: list[Candidate] = []
+
+    def record(
+        self,
+        turn: int,
+        sources: dict[str, str],
+        verify: dict | None = None,
+        profile: dict | None = None,
+    ) -> Candidate:
+        """Adds a verdict for these sources; the same sources again update their one record."""
+        digest = sources_digest(sources)
+        candidate = self.find(digest)
+        if candidate is None:
+            candidate = Candidate(len(self.all), turn, digest, dict(sources))
+            self.all.append(candidate)
+        candidate.turn = turn
+        if verify is not None:
+            candidate.verify = verify
+        if profile is not None:
+            candidate.profile = profile
+        return candidate
+
+    def find(self, digest: str) -> Candidate | None:
+        return next((c for c in self.all if c.digest == digest), None)
+
+    def best(self) -> Candidate | None:
+        """The fastest verified candidate; a timed one beats an untimed one.
+
+        Ranked by speedup over eager rather than raw milliseconds: each profile times eager and
+        the candidate interleaved, so the ratio cancels drift between profiles made minutes apart.
+        """
+        verified = [c for c in self.all if c.verified]
+        if not verified:
+            return None
+        return max(
+            verified, key=lambda c: (c.speedup_vs_eager is not None, c.speedup_vs_eager or 0)
+        )

@@ -1,0 +1,170 @@
+"""Agent configurations: which model, behind which endpoint, with which prompt, budget and prices.
+
+Configurations live in a TOML (or JSON) file, one table per agent under `agents`; see
+agent/configs/agents.toml. This is the one place that reads agent settings from the environment:
+
+    KERNELARENA_AGENTS_FILE     the agents file (default: agent/configs/agents.toml)
+    KERNELARENA_AGENT_BASE_URL  overrides base_url of the agent loaded (e.g. http://vllm:8000/v1)
+    KERNELARENA_AGENT_MODEL     overrides model of the agent loaded
+    <api_key_env>               the API key itself; a file never holds a key
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+DEFAULT_AGENTS_FILE = Path(__file__).parent / "configs" / "agents.toml"
+BACKENDS = ("openai", "text", "scripted")
+# How requests travel, not what the agent does: left out of a config's identity.
+_TRANSPORT = (
+    "api_key_env",
+    "stream",
+    "request_timeout_s",
+    "max_retries",
+    "backoff_s",
+    "max_backoff_s",
+)
+
+
+class ConfigError(ValueError):
+    """An agents file or environment that cannot give a working configuration."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a run stops. 0 means no limit (except max_turns, which is always on)."""
+
+    max_turns: int = 30  # model replies
+    max_tokens: int = 0  # prompt + completion tokens over the whole run
+    max_seconds: float = 0  # wall-clock seconds, model and tools together
+    max_dollars: float = 0
+    max_format_errors: int = 3  # malformed replies in a row before the run ends
+
+
+@dataclass(frozen=True)
+class Prices:
+    """US dollars per million tokens, from the provider's price list."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (
+            prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
+        ) / 1e6
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    name: str
+    version: str = "1"
+    backend: str = "openai"  # openai (native tool calls) | text (text actions) | scripted
+    model: str = ""
+    base_url: str = ""
+    api_key_env: str = ""  # name of the environment variable holding the key; "" for none
+    prompt_version: str = "v1"
+    sampling: dict = field(default_factory=dict)  # sent as-is in the request body
+    budget: Budget = field(default_factory=Budget)
+    prices: Prices = field(default_factory=Prices)
+    stream: bool = True
+    request_timeout_s: float = 600.0  # per request; a long kernel file takes a while to generate
+    max_retries: int = 4  # on timeouts, connection errors, 429 and 5xx
+    backoff_s: float = 2.0  # first retry delay; doubles each retry
+    max_backoff_s: float = 60.0
+    script: str = ""  # scripted backend: the JSON action list (relative to the agents file)
+
+    def api_key(self, environ: Mapping[str, str] = os.environ) -> str:
+        if not self.api_key_env:
+            return "EMPTY"  # vLLM without --api-key accepts any key; the SDK insists on one
+        key = environ.get(self.api_key_env, "")
+        if not key:
+            raise ConfigError(f"agent {self.name!r} needs its API key in ${self.api_key_env}")
+        return key
+
+    def identity(self) -> dict:
+        """What a leaderboard row is keyed on: everything that changes the agent's behaviour."""
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in _TRANSPORT}
+        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+        return {**fields, "fingerprint": digest[:16]}
+
+    def with_budget(self, **changes: float) -> AgentConfig:
+        return dataclasses.replace(self, budget=dataclasses.replace(self.budget, **changes))
+
+
+def load_agents(path: Path | str) -> dict[str, AgentConfig]:
+    """Every agent in a TOML or JSON agents file, by name."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read agents file {path}: {error}") from error
+    data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    agents = data.get("agents")
+    if not isinstance(agents, dict) or not agents:
+        raise ConfigError(f"{path} has no [agents.<name>] tables")
+    return {name: agent_from_table(name, table, path.parent) for name, table in agents.items()}
+
+
+def load_agent(
+    name: str, path: Path | str | None = None, environ: Mapping[str, str] = os.environ
+) -> AgentConfig:
+    """One agent by name, with the environment's overrides applied."""
+    path = agents_file(path, environ)
+    agents = load_agents(path)
+    if name not in agents:
+        raise ConfigError(f"no agent {name!r} in {path}; known: {', '.join(sorted(agents))}")
+    config = agents[name]
+    overrides = {
+        "base_url": environ.get("KERNELARENA_AGENT_BASE_URL"),
+        "model": environ.get("KERNELARENA_AGENT_MODEL"),
+    }
+    return dataclasses.replace(config, **{k: v for k, v in overrides.items() if v})
+
+
+def agents_file(path: Path | str | None = None, environ: Mapping[str, str] = os.environ) -> Path:
+    """The agents file: the one given, else $KERNELARENA_AGENTS_FILE, else the shipped example."""
+    return Path(path or environ.get("KERNELARENA_AGENTS_FILE") or DEFAULT_AGENTS_FILE)
+
+
+def agent_from_table(name: str, table: dict, base_dir: Path) -> AgentConfig:
+    """An AgentConfig from one file table; unknown keys and keys-in-files fail loudly."""
+    table = dict(table)
+    if "api_key" in table:
+        raise ConfigError(
+            f"agent {name!r}: never put a key in a file; name its variable in api_key_env"
+        )
+    budget = _nested(name, "budget", Budget, table.pop("budget", {}))
+    prices = _nested(name, "prices", Prices, table.pop("prices", {}))
+    known = {f.name for f in dataclasses.fields(AgentConfig)} - {"name", "budget", "prices"}
+    unknown = set(table) - known
+    if unknown:
+        raise ConfigError(f"agent {name!r}: unknown keys {sorted(unknown)}")
+    config = AgentConfig(name=name, budget=budget, prices=prices, **table)
+    if config.backend not in BACKENDS:
+        raise ConfigError(f"agent {name!r}: backend must be one of {', '.join(BACKENDS)}")
+    if config.backend == "scripted":
+        if not config.script:
+            raise ConfigError(f"agent {name!r}: the scripted backend needs `script`")
+        return dataclasses.replace(config, script=str((base_dir / config.script).resolve()))
+    if not config.model or not config.base_url:
+        raise ConfigError(f"agent {name!r}: the {config.backend} backend needs model and base_url")
+    return config
+
+
+def _nested(name: str, key: str, cls: type, values: dict):
+    allowed = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - allowed
+    if unknown:
+        raise ConfigError(f"agent {name!r}: unknown {key} keys {sorted(unknown)}")
+    return cls(**values)

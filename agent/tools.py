@@ -1,0 +1,278 @@
+"""The agent's tools: their JSON schemas (OpenAI tools format) and how each runs on a Workspace.
+
+Results are written for a model to read: short, with the first compiler errors at file:line, a
+one-line verdict, and a note wherever something was cut. The raw verdict travels beside the text
+so the loop can record candidates and the trace can show everything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent.workspace import Workspace
+
+MAX_READ_LINES = 400
+MAX_READ_CHARS = 16_000
+MAX_LOG_CHARS = 4_000
+MAX_ERROR_LINES = 8
+
+
+def _schema(name: str, description: str, properties: dict, required: list[str]) -> dict:
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+_PATH = {"type": "string", "description": "Workspace-relative path, e.g. kernels/relu.cpp"}
+
+TOOLS: list[dict] = [
+    _schema("list_files", "List every file in the workspace.", {}, []),
+    _schema(
+        "read_file",
+        f"Read a workspace file, up to {MAX_READ_LINES} lines from start_line.",
+        {"path": _PATH, "start_line": {"type": "integer", "description": "1-based, default 1"}},
+        ["path"],
+    ),
+    _schema(
+        "write_file",
+        "Create or overwrite model_new.py or kernels/<name>.<ext>. Other files are read-only.",
+        {"path": _PATH, "content": {"type": "string", "description": "The whole new file"}},
+        ["path", "content"],
+    ),
+    _schema(
+        "edit_file",
+        "Replace one exact, unique occurrence of old_text with new_text in a writable file.",
+        {"path": _PATH, "old_text": {"type": "string"}, "new_text": {"type": "string"}},
+        ["path", "old_text", "new_text"],
+    ),
+    _schema("compile", "Build binding.cpp and kernels/ into the kernel_ext module.", {}, []),
+    _schema(
+        "verify",
+        "Compile if needed, then check ModelNew against Model on fresh inputs and the rules.",
+        {},
+        [],
+    ),
+    _schema(
+        "profile",
+        "Verify if needed, then time ModelNew against eager PyTorch, torch.compile and the "
+        "speed-of-light floor. A candidate that passes is recorded; the fastest is the result.",
+        {},
+        [],
+    ),
+    _schema(
+        "finish",
+        "End the run. The current workspace is verified and profiled if it was not yet; the "
+        "result is the fastest verified candidate of the whole run.",
+        {"summary": {"type": "string", "description": "What you did, in a sentence or two"}},
+        [],
+    ),
+]
+
+TOOL_NAMES = [tool["function"]["name"] for tool in TOOLS]
+
+
+class ToolCallError(Exception):
+    """A call the tools cannot run (unknown name, missing or mistyped arguments): a format error."""
+
+
+@dataclass
+class ToolResult:
+    text: str  # what the model reads
+    ok: bool
+    verdict: dict | None = None  # the harness's verdict, for compile, verify and profile
+
+
+def check_arguments(name: str, arguments: dict) -> None:
+    """Raises ToolCallError unless arguments fit the tool's schema (names and basic types)."""
+    if name not in TOOL_NAMES:
+        raise ToolCallError(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_NAMES)}")
+    parameters = TOOLS[TOOL_NAMES.index(name)]["function"]["parameters"]
+    missing = [key for key in parameters["required"] if key not in arguments]
+    if missing:
+        raise ToolCallError(f"{name} needs the argument(s): {', '.join(missing)}")
+    for key, value in arguments.items():
+        expected = parameters["properties"].get(key, {}).get("type")
+        if expected is None:
+            raise ToolCallError(f"{name} has no argument {key!r}")
+        python_type = {"string": str, "integer": int}[expected]
+        if not isinstance(value, python_type) or isinstance(value, bool):
+            raise ToolCallError(f"{name}: {key} must be a {expected}")
+
+
+def run_tool(workspace: Workspace, name: str, arguments: dict) -> ToolResult:
+    """Runs one tool other than finish (the loop owns finish). Refusals become error results."""
+    check_arguments(name, arguments)
+    try:
+        return _RUNNERS[name](workspace, **arguments)
+    except (ValueError, PermissionError, FileNotFoundError, IsADirectoryError) as error:
+        return ToolResult(f"Error: {error}", ok=False)
+    except UnicodeDecodeError:
+        return ToolResult("Error: not a text file", ok=False)
+
+
+def _list_files(workspace: Workspace) -> ToolResult:
+    return ToolResult("\n".join(workspace.list_files()), ok=True)
+
+
+def _read_file(workspace: Workspace, path: str, start_line: int = 1) -> ToolResult:
+    lines = workspace.read_file(path).splitlines()
+    start = max(start_line, 1)
+    if start > max(len(lines), 1):
+        return ToolResult(f"Error: {path} has only {len(lines)} lines", ok=False)
+    shown = lines[start - 1 : start - 1 + MAX_READ_LINES]
+    text = "\n".join(shown)
+    if len(text) > MAX_READ_CHARS:
+        text = text[:MAX_READ_CHARS]
+        shown = text.splitlines()[:-1]  # the last line may be cut mid-way
+        text = "\n".join(shown)
+    end = start - 1 + len(shown)
+    if end < len(lines):
+        text += f"\n[lines {start}-{end} of {len(lines)}; read_file with start_line={end + 1}]"
+    return ToolResult(text, ok=True)
+
+
+def _write_file(workspace: Workspace, path: str, content: str) -> ToolResult:
+    workspace.write_file(path, content)
+    return ToolResult(f"Wrote {path} ({len(content.splitlines())} lines)", ok=True)
+
+
+def _edit_file(workspace: Workspace, path: str, old_text: str, new_text: str) -> ToolResult:
+    text = workspace.read_file(path)
+    count = text.count(old_text) if old_text else 0
+    if count != 1:
+        where = "not found" if count == 0 else f"found {count} times; include more context"
+        return ToolResult(f"Error: old_text {where} in {path}; nothing changed", ok=False)
+    workspace.write_file(path, text.replace(old_text, new_text, 1))
+    return ToolResult(f"Edited {path}", ok=True)
+
+
+def _compile(workspace: Workspace) -> ToolResult:
+    verdict = workspace.compile()
+    return ToolResult(summarise_compile(verdict), ok=bool(verdict.get("ok")), verdict=verdict)
+
+
+def _verify(workspace: Workspace) -> ToolResult:
+    verdict = workspace.verify()
+    return ToolResult(summarise_verify(verdict), ok=bool(verdict.get("ok")), verdict=verdict)
+
+
+def _profile(workspace: Workspace) -> ToolResult:
+    verdict = workspace.profile()
+    return ToolResult(summarise_profile(verdict), ok=bool(verdict.get("ok")), verdict=verdict)
+
+
+_RUNNERS: dict[str, Callable[..., ToolResult]] = {
+    "list_files": _list_files,
+    "read_file": _read_file,
+    "write_file": _write_file,
+    "edit_file": _edit_file,
+    "compile": _compile,
+    "verify": _verify,
+    "profile": _profile,
+}
+
+# A workspace path inside an absolute build path, so that logs say kernels/x.cu:12, not /tmp/...
+_ABSOLUTE_PREFIX = re.compile(r"(?:/[^\s:/()\"']+)+/(?=kernels/|model_new\.py|binding\.cpp)")
+# gcc "kernels/a.cpp:7:5: error: ..." and nvcc "kernels/a.cu(7): error: ..."
+_ERROR_AT_LOCATION = re.compile(
+    r"[\w./-]+\.(?:cu|cuh|cpp|cc|h|hpp|py)(?::\d+|\(\d+\)).*?\berror\b", re.IGNORECASE
+)
+
+
+def summarise_compile(verdict: dict) -> str:
+    seconds = verdict.get("seconds") or 0.0
+    if verdict.get("ok"):
+        return f"compile: OK ({seconds:.1f} s{', cached' if verdict.get('cached') else ''})"
+    return f"compile: FAILED ({seconds:.1f} s)\n{first_errors(verdict.get('log') or '')}"
+
+
+def first_errors(log: str) -> str:
+    """The first compiler errors with their file:line and two lines of context, else the tail."""
+    lines = _ABSOLUTE_PREFIX.sub("", log).splitlines()
+    errors = [i for i, line in enumerate(lines) if _is_located_error(line)]
+    if not errors:
+        return truncate_tail(log, MAX_LOG_CHARS)
+    # Each error with the two lines after it (gcc's source line and caret), unless those are errors.
+    context = {j for i in errors[:MAX_ERROR_LINES] for j in range(i + 1, min(i + 3, len(lines)))}
+    shown = sorted(set(errors[:MAX_ERROR_LINES]) | (context - set(errors)))
+    picked = [lines[j] for j in shown]
+    note = f"\n[{len(errors)} errors in all; the first {MAX_ERROR_LINES} shown]"
+    text = "\n".join(picked) + (note if len(errors) > MAX_ERROR_LINES else "")
+    return truncate_head(text, MAX_LOG_CHARS)
+
+
+def _is_located_error(line: str) -> bool:
+    # Only the start of a line: build command lines run to kilobytes, and a regex over them is slow.
+    return "error" in line.lower() and _ERROR_AT_LOCATION.search(line[:400]) is not None
+
+
+def summarise_verify(verdict: dict) -> str:
+    errors = f"max_abs_err {_num(verdict.get('max_abs_err'))}, "
+    errors += f"max_rel_err {_num(verdict.get('max_rel_err'))}"
+    if verdict.get("ok"):
+        return f"verify: PASSED ({verdict.get('trials', 0)} trials, {errors})"
+    lines = [f"verify: FAILED ({errors})", *_violations(verdict)]
+    if verdict.get("error"):
+        lines.append(_error_text(verdict["error"]))
+    return "\n".join(lines)
+
+
+def summarise_profile(verdict: dict) -> str:
+    if not verdict.get("ok"):
+        lines = ["profile: FAILED", *_violations(verdict)]
+        if verdict.get("error"):
+            lines.append(_error_text(verdict["error"]))
+        return "\n".join(lines)
+    parts = [
+        f"candidate {_ms(verdict.get('candidate_ms'))}",
+        f"eager {_ms(verdict.get('eager_ms'))} ({_x(verdict.get('speedup_vs_eager'))})",
+        f"torch.compile {_ms(verdict.get('compile_ms'))} ({_x(verdict.get('speedup_vs_compile'))})",
+    ]
+    if verdict.get("sol_ms") is not None:
+        fraction = verdict.get("sol_fraction")
+        share = f"{fraction:.0%} of it" if fraction is not None else "n/a"
+        parts.append(f"speed of light {_ms(verdict['sol_ms'])} ({share})")
+    if verdict.get("spread") is not None:
+        parts.append(f"spread {_num(verdict['spread'])}")
+    return "profile: " + " | ".join(parts)
+
+
+def _error_text(error: str) -> str:
+    """A verify or profile error: a compile log keeps its first errors, a traceback its end."""
+    if error.startswith("compile failed"):
+        return "compile failed:\n" + first_errors(error.partition(":")[2])
+    return truncate_tail(error, MAX_LOG_CHARS)
+
+
+def _violations(verdict: dict) -> list[str]:
+    return [f"- {v.get('code')}: {v.get('detail')}" for v in verdict.get("violations") or []]
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g} ms"
+
+
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def truncate_head(text: str, limit: int) -> str:
+    """Keeps the start: compiler errors cascade, so the first ones matter."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[{len(text) - limit} more characters cut]"
+
+
+def truncate_tail(text: str, limit: int) -> str:
+    """Keeps the end: a Python traceback ends with the exception that matters."""
+    if len(text) <= limit:
+        return text
+    return f"[{len(text) - limit} earlier characters cut]\n" + text[-limit:]

@@ -1,0 +1,94 @@
+"""python -m agent: one line per step, DIR/best, DIR/verdict.json, DIR/trajectory.jsonl."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+PROBLEM = REPO / "tests" / "fixtures" / "problems" / "relu_scale.py"
+
+
+def agents_file(tmp_path: Path, actions: list[dict]) -> Path:
+    (tmp_path / "script.json").write_text(json.dumps(actions))
+    path = tmp_path / "agents.toml"
+    path.write_text('[agents.replay]\nbackend = "scripted"\nscript = "script.json"\n')
+    return path
+
+
+def optimize(tmp_path: Path, actions: list[dict]) -> int:
+    pytest.importorskip("gpu_workers.harness.session")
+    return main(
+        [
+            "optimize",
+            str(PROBLEM),
+            "--agent",
+            "replay",
+            "--device",
+            "cpu",
+            "--agents-file",
+            str(agents_file(tmp_path, actions)),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+
+
+def test_a_run_without_a_result_exits_1_and_writes_its_files(tmp_path, capsys):
+    code = optimize(tmp_path, [{"tool": "list_files"}, {"tool": "finish"}])
+    assert code == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("turn   1/30 | list_files ok | no verified candidate yet |")
+    assert lines[1].startswith("FINISHED")
+    out = tmp_path / "out"
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["status"] == "finished" and verdict["best"] is None and verdict["reward"] == -1
+    assert "messages" not in verdict
+    assert len((out / "trajectory.jsonl").read_text().splitlines()) == 1
+    assert not (out / "best").exists()
+
+
+def test_a_verified_kernel_exits_0_with_it_in_best(tmp_path, capsys, good_relu_scale):
+    writes = [
+        {"tool": "write_file", "args": {"path": p, "content": t}}
+        for p, t in good_relu_scale.items()
+    ]
+    code = optimize(tmp_path, [{"calls": writes}, {"tool": "verify"}, {"tool": "finish"}])
+    assert code == 0
+    best = tmp_path / "out" / "best"
+    assert {p: (best / p).read_text() for p in good_relu_scale} == good_relu_scale
+    verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert verdict["best"]["verified"] and verdict["reward"] >= 1
+    assert "best " in capsys.readouterr().out.splitlines()[-2]  # the FINISHED line's speedup
+
+
+def test_an_unknown_agent_is_unusable_input(tmp_path, capsys):
+    code = main(
+        [
+            "optimize",
+            str(PROBLEM),
+            "--agent",
+            "nobody",
+            "--agents-file",
+            str(agents_file(tmp_path, [])),
+        ]
+    )
+    assert code == 2 and "no agent 'nobody'" in capsys.readouterr().err
+
+
+def test_it_runs_as_a_module_and_lists_agents():
+    listing = subprocess.run(
+        [sys.executable, "-m", "agent", "agents"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = [line.split()[0] for line in listing.stdout.splitlines()]
+    assert {"vllm-kernel", "vllm-text", "openai-frontier", "scripted-demo"} <= set(names)

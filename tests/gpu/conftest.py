@@ -1,0 +1,31 @@
+"""tests/gpu runs only where CUDA is present (the lent H100: `make gpu-test` or
+`python3 -m pytest tests/gpu`)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from gpu_workers.harness import compile, workspace
+from tests.conftest import FIXTURES, candidate_dir
+
+if not torch.cuda.is_available():
+    collect_ignore_glob = ["test_*.py"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prebuilt_cuda_candidates(tmp_path_factory):
+    """Builds every cuda candidate at once (ninja per candidate, in parallel), so the tests that
+    follow hit the content-addressed cache instead of compiling one after another."""
+    names = sorted(p.name for p in (FIXTURES / "candidates" / "cuda").iterdir())
+    root = tmp_path_factory.mktemp("prebuild")
+
+    def build(name: str):
+        ws = workspace.create(root / name, "class Model: ...", "cuda")
+        workspace.copy_candidate(ws, candidate_dir("cuda", name))
+        return name, compile.build(ws, "cuda")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return dict(pool.map(build, names))
