@@ -114,7 +114,8 @@ def render(device: str, env: dict, times: dict, repeats: list[dict], rows, comma
         f"| cached compile (nothing changed) | {times['cached']:.3f} | 0 |",
         f"| first profile of a problem (baselines incl. max-autotune, peaks, references) | "
         f"{times['first_profile']:.1f} | once per problem and GPU |",
-        f"| verify per candidate (median of 3 edits) | {times['verify']:.2f} | - |",
+        f"| verify per candidate: trials, then timing beside eager, in one sandboxed process "
+        f"(median of 3 edits) | {times['verify']:.2f} | - |",
         f"| profile per candidate, baselines cached (median of 3) | {times['profile']:.2f} | - |",
         f"| verify + profile per candidate | {times['verify'] + times['profile']:.2f} | <= 10 |",
         "",

@@ -1,27 +1,29 @@
 """Speed: the candidate against eager PyTorch, torch.compile and the speed-of-light floor.
 
 Baselines (eager, torch.compile default and max-autotune) are measured in a process that never
-imports a candidate, and cached per (problem hash, device, torch, CUDA, protocol). Each profile
-then times the candidate interleaved with eager in one sandboxed process, re-checks the outputs of
-timed calls, and compares host wall time with event time.
+imports a candidate, and cached per (problem hash, device, torch, CUDA, protocol). The candidate
+is timed beside eager in its own verify process, after its correctness trials (one process start
+instead of two); the outputs of timed calls are re-checked, and host wall time is compared with
+event time.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from gpu_workers.harness import environment, roofline, settings, timing
 from gpu_workers.harness import problem as problem_mod
-from gpu_workers.harness import verify as verify_mod
 from gpu_workers.harness.protocol import Protocol
 from gpu_workers.harness.source_gate import Violation
-from gpu_workers.harness.workspace import Workspace
+
+if TYPE_CHECKING:
+    from gpu_workers.harness.verify import Measurement
 
 # Host wall time above this multiple of event time (plus a fixed allowance for launch and
 # synchronisation) means work ran outside the timed stream (threat 5).
@@ -85,47 +87,12 @@ def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path
 
 
 def run(
-    ws: Workspace, extension_dir: str, device: str, protocol: Protocol, workdir: Path
+    problem_path: Path, device: str, protocol: Protocol, workdir: Path, measured: Measurement
 ) -> ProfileResult:
-    base = baselines(ws.root / "model.py", device, protocol, workdir)
-    verify_mod.ensure_reference(
-        ws.root / "model.py", device, protocol, list(protocol.timing_seeds), workdir
-    )
-    out_dir = Path(tempfile.mkdtemp(prefix="profile-", dir=workdir))
-    request = {
-        "workspace": str(ws.root),
-        "extension_dir": extension_dir,
-        "device": device,
-        "protocol": protocol.to_request(),
-        "out_dir": str(out_dir),
-    }
-    measured, failure = problem_mod.run_step(
-        "profile", request, out_dir, device, timeout_s=protocol.step_timeout_s
-    )
-    if failure:
-        return ProfileResult(ok=False, error=failure)
-    return _result(
-        base,
-        measured,
-        _timed_output_violations(workdir, out_dir, device, protocol),
-        device,
-        protocol,
-    )
-
-
-def _timed_output_violations(workdir: Path, out_dir: Path, device: str, protocol: Protocol):
-    """Threat 4: results of timed calls must be right too, not only those of verification."""
-    found = []
-    for seed in protocol.timing_seeds:
-        ref = verify_mod.load_outputs(
-            workdir / "reference" / f"reference-{seed}.pt", verify_mod.compare_device(device)
-        )
-        got = verify_mod.load_outputs(
-            out_dir / f"timed-{seed}.pt", verify_mod.compare_device(device)
-        )
-        bad, _, _ = verify_mod.compare(ref, got, protocol, f"timed call (seed {seed})")
-        found += [Violation("timed_output_mismatch", v.detail) for v in bad]
-    return found
+    """The candidate's timing (taken in its verify process) against the cached baselines and the
+    speed-of-light floor."""
+    base = baselines(problem_path, device, protocol, workdir)
+    return _result(base, measured.timing, list(measured.violations), device, protocol)
 
 
 def _result(
@@ -197,12 +164,9 @@ def baselines_in_child(request: dict) -> dict:
     return result
 
 
-def profile_in_child(request: dict) -> dict:
-    device, protocol = request["device"], Protocol.from_request(request["protocol"])
-    problem_mod.apply_precision(protocol)
-    problem, model_new = verify_mod.load_candidate(
-        Path(request["workspace"]), request["extension_dir"], device, protocol
-    )
+def time_candidate(problem, model_new, device: str, protocol: Protocol, out_dir: Path) -> dict:
+    """Times the candidate beside eager on rotating inputs; saves the outputs of its last timed
+    call on each input set for the parent to re-check."""
     reference = problem_mod.build_model(problem, device, protocol.init_seed)
     sets = [problem_mod.make_inputs(problem, s, device) for s in protocol.timing_seeds]
     with torch.no_grad():
@@ -216,7 +180,6 @@ def profile_in_child(request: dict) -> dict:
             device=device,
             budget_s=protocol.timing_budget_s,
         )
-    out_dir = Path(request["out_dir"])
     for seed, out in zip(protocol.timing_seeds, kept["candidate"], strict=True):
         tensors = problem_mod.flatten(out)
         torch.save([t.detach().cpu() for t in tensors], out_dir / f"timed-{seed}.pt")

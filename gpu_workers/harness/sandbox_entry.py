@@ -22,7 +22,6 @@ STEPS = {
     "reference": verify.reference_in_child,
     "candidate": verify.candidate_in_child,
     "baselines": profile.baselines_in_child,
-    "profile": profile.profile_in_child,
     "peaks": roofline.measure_in_child,
 }
 EXIT_RAISED = 3

@@ -44,7 +44,7 @@ class Session:
         self.workdir = base / "io"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._base = base
-        self._verified: tuple[str, dict] | None = None
+        self._verified: tuple[str, tuple[dict, verify_mod.Measurement | None]] | None = None
 
     # ---- files (what the agent reads and writes) ----
     def list_files(self) -> list[str]:
@@ -75,46 +75,45 @@ class Session:
         return self._compile_result().to_dict()
 
     def verify(self) -> dict:
+        return self._verify()[0]
+
+    def _verify(self) -> tuple[dict, verify_mod.Measurement | None]:
+        """One sandboxed run per distinct set of sources: trials, then timing."""
         digest = self._digest()
         if self._verified and self._verified[0] == digest:
             return self._verified[1]
         built = self._compile_result()
         if not built.ok:
-            return verify_mod.VerifyResult(ok=False, error="compile failed: " + built.log).to_dict()
+            failed = verify_mod.VerifyResult(ok=False, error="compile failed: " + built.log)
+            return failed.to_dict(), None
         with gpu_lock.hold(self.device):
-            result = self._guarded(
-                lambda: verify_mod.run(
+            try:
+                result, measured = verify_mod.run(
                     self.workspace, built.extension_dir, self.device, self.protocol, self.workdir
-                ).to_dict(),
-                verify_mod.VerifyResult,
-            )
-        self._verified = (digest, result)
-        return result
+                )
+                outcome = (result.to_dict(), measured)
+            except ProblemError as exc:  # the reference failed: not the candidate's fault
+                outcome = (verify_mod.VerifyResult(ok=False, error=str(exc)).to_dict(), None)
+        self._verified = (digest, outcome)
+        return outcome
 
     def profile(self) -> dict:
-        verdict = self.verify()
-        if not verdict["ok"]:
+        verdict, measured = self._verify()
+        if not verdict["ok"] or measured is None:
             return profile_mod.ProfileResult(
                 ok=False, error="not profiled: the candidate did not verify"
             ).to_dict()
-        with gpu_lock.hold(self.device):
-            return self._guarded(
-                lambda: profile_mod.run(
-                    self.workspace,
-                    self._compile_result().extension_dir,
+        with gpu_lock.hold(self.device):  # baselines are measured on first use
+            try:
+                return profile_mod.run(
+                    self.workspace.root / "model.py",
                     self.device,
                     self.protocol,
                     self.workdir,
-                ).to_dict(),
-                profile_mod.ProfileResult,
-            )
-
-    @staticmethod
-    def _guarded(step, result_type) -> dict:
-        try:
-            return step()
-        except ProblemError as exc:  # the reference or baselines failed: not the candidate's fault
-            return result_type(ok=False, error=str(exc)).to_dict()
+                    measured,
+                ).to_dict()
+            except ProblemError as exc:
+                return profile_mod.ProfileResult(ok=False, error=str(exc)).to_dict()
 
     def evaluate(self) -> dict:
         """The full Verdict of DESIGN.md."""

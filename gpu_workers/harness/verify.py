@@ -18,7 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpu_workers.harness import problem as problem_mod
-from gpu_workers.harness import source_gate
+from gpu_workers.harness import profile, source_gate
 from gpu_workers.harness.protocol import Protocol
 from gpu_workers.harness.source_gate import Violation
 from gpu_workers.harness.workspace import Workspace
@@ -101,52 +101,88 @@ def compare(
 
 
 def load_outputs(path: Path, device: str) -> list[torch.Tensor]:
-    return torch.load(path, map_location=device, weights_only=True)
+    # mmap: the file sits in tmpfs, so this maps pages instead of deserialising a copy
+    tensors = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    return [t.to(device) for t in tensors]
+
+
+@dataclass
+class Measurement:
+    """What the candidate's process timed, after its trials: handed to profile.result()."""
+
+    timing: dict
+    violations: list[Violation]
 
 
 def run(
-    ws: Workspace, extension_dir: str, device: str, protocol: Protocol, workdir: Path
-) -> VerifyResult:
-    """Static gate, then the candidate alone in the sandbox, then the comparison here."""
-    static = static_violations(ws.sources())
+    ws: Workspace,
+    extension_dir: str,
+    device: str,
+    protocol: Protocol,
+    workdir: Path,
+    check_sources: bool = True,
+) -> tuple[VerifyResult, Measurement | None]:
+    """Static gate; then one sandboxed process runs the candidate's trials, then times it
+    beside eager; the comparisons happen here. `check_sources=False` only lets tests reach the
+    runtime defences with candidates the gate would stop."""
+    static = static_violations(ws.sources()) if check_sources else []
     if static:
-        return VerifyResult(ok=False, violations=static)
+        return VerifyResult(ok=False, violations=static), None
     seeds = list(protocol.seeds())
-    reference_dir = ensure_reference(ws.root / "model.py", device, protocol, seeds, workdir)
-    out_dir = Path(tempfile.mkdtemp(prefix="candidate-", dir=workdir))
-    request = {
-        "workspace": str(ws.root),
-        "extension_dir": extension_dir,
-        "device": device,
-        "protocol": protocol.to_request(),
-        "seeds": seeds,
-        "warmup_seed": 7,
-        "out_dir": str(out_dir),
-    }
-    result, failure = problem_mod.run_step(
-        "candidate", request, out_dir, device, timeout_s=protocol.step_timeout_s
+    reference_dir = ensure_reference(
+        ws.root / "model.py", device, protocol, seeds + list(protocol.timing_seeds), workdir
     )
-    if failure:
-        return VerifyResult(ok=False, error=failure)
+    out_dir = Path(tempfile.mkdtemp(prefix="candidate-", dir=workdir))
+    try:
+        request = {
+            "workspace": str(ws.root),
+            "extension_dir": extension_dir,
+            "device": device,
+            "protocol": protocol.to_request(),
+            "seeds": seeds,
+            "warmup_seed": 7,
+            "out_dir": str(out_dir),
+        }
+        result, failure = problem_mod.run_step(
+            "candidate", request, out_dir, device, timeout_s=protocol.step_timeout_s
+        )
+        if failure:
+            return VerifyResult(ok=False, error=failure), None
+        return _judge(result, seeds, reference_dir, out_dir, device, protocol)
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _judge(result, seeds, reference_dir, out_dir, device, protocol):
+    where = compare_device(device)
     violations = [Violation(**v) for v in result["violations"]]
     max_abs = max_rel = 0.0
     for trial, seed in enumerate(seeds):
         found, abs_err, rel_err = compare(
-            load_outputs(reference_dir / f"reference-{seed}.pt", compare_device(device)),
-            load_outputs(out_dir / f"candidate-{seed}.pt", compare_device(device)),
+            load_outputs(reference_dir / f"reference-{seed}.pt", where),
+            load_outputs(out_dir / f"candidate-{seed}.pt", where),
             protocol,
             f"trial {trial}",
         )
         violations += found
         max_abs, max_rel = max(max_abs, abs_err), max(max_rel, rel_err)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    return VerifyResult(
+    verdict = VerifyResult(
         ok=not violations,
         trials=len(seeds),
         max_abs_err=max_abs,
         max_rel_err=max_rel,
         violations=list(dict.fromkeys(violations))[:20],
     )
+    timed = []  # threat 4: the results of timed calls must be right too
+    for seed in protocol.timing_seeds:
+        bad, _, _ = compare(
+            load_outputs(reference_dir / f"reference-{seed}.pt", where),
+            load_outputs(out_dir / f"timed-{seed}.pt", where),
+            protocol,
+            f"timed call (seed {seed})",
+        )
+        timed += [Violation("timed_output_mismatch", v.detail) for v in bad]
+    return verdict, Measurement(timing=result["timing"], violations=timed)
 
 
 def compare_device(device: str) -> str:
@@ -279,7 +315,9 @@ def candidate_in_child(request: dict) -> dict:
         tensors = problem_mod.flatten(out) if not _bad_type(out) else []
         torch.save([t.detach().cpu() for t in tensors], out_dir / f"candidate-{seed}.pt")
         kept.append(out)  # outputs stay alive to the end (threat 2)
-    return {"violations": violations}
+    # Timing comes after every trial, so the reference first runs in this process only now.
+    timing = profile.time_candidate(problem, model_new, device, protocol, out_dir)
+    return {"violations": violations, "timing": timing}
 
 
 def _bad_type(out) -> bool:

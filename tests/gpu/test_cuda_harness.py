@@ -5,12 +5,11 @@ import json
 
 import pytest
 
-from gpu_workers.harness import profile as profile_mod
 from gpu_workers.harness import workspace
 from gpu_workers.harness.protocol import FP32_STRICT, LOOSE
 from gpu_workers.harness.session import Session
 from tests.conftest import candidate_dir, problem_source
-from tests.gpu_workers.harness.evaluation import codes
+from tests.gpu_workers.harness.evaluation import codes, profile_past_the_gate
 
 
 def evaluate(problem, candidate, protocol=LOOSE, profile=True):
@@ -90,22 +89,12 @@ def test_an_illegal_memory_access_is_a_verdict_and_the_harness_survives():
     assert evaluate("relu_scale", "good_relu_scale", profile=False)["verify"]["ok"]
 
 
-def _profile_past_the_gate(candidate):
-    with Session(problem_source("gpu/relu_scale"), device="cuda") as session:
-        workspace.copy_candidate(session.workspace, candidate_dir("cuda", candidate))
-        built = session._compile_result()
-        assert built.ok, built.log
-        return profile_mod.run(
-            session.workspace, built.extension_dir, "cuda", LOOSE, session.workdir
-        )
-
-
 def test_work_on_another_stream_shows_as_a_wall_time_gap():
     """Threat 5 past the static gate: event time on the current stream misses the kernel."""
-    result = _profile_past_the_gate("bad_other_stream")
+    result = profile_past_the_gate("cuda", "gpu/relu_scale", "bad_other_stream")
     assert "async_work" in codes(result.to_dict()), result
 
 
 def test_patched_event_timers_do_not_reach_the_measurement():
-    result = _profile_past_the_gate("bad_patches_timers")
+    result = profile_past_the_gate("cuda", "gpu/relu_scale", "bad_patches_timers")
     assert result.candidate_ms > 0.01 and result.speedup_vs_compile < 10, result

@@ -1,6 +1,6 @@
 """Profiles on the cpu target: the same structure as cuda, with a host timer."""
 
-from tests.gpu_workers.harness.evaluation import codes, evaluate
+from tests.gpu_workers.harness.evaluation import codes, evaluate, profile_past_the_gate
 
 
 def test_a_correct_kernel_gets_speedups_and_a_speed_of_light_fraction():
@@ -23,19 +23,7 @@ def test_a_time_under_the_speed_of_light_floor_is_held_as_impossible():
     assert profile["candidate_ms"] < profile["sol_ms"]
 
 
-def test_patched_timers_do_not_reach_the_measurement(tmp_path):
+def test_patched_timers_do_not_reach_the_measurement():
     """Threat 6, past the static gate: the candidate's import patches every clock it can."""
-    from gpu_workers.harness import profile as profile_mod
-    from gpu_workers.harness import workspace
-    from gpu_workers.harness.protocol import LOOSE
-    from gpu_workers.harness.session import Session
-    from tests.conftest import candidate_dir, problem_source
-
-    with Session(problem_source("relu_scale"), device="cpu") as session:
-        workspace.copy_candidate(session.workspace, candidate_dir("cpu", "bad_patches_timers"))
-        built = session._compile_result()
-        assert built.ok, built.log
-        result = profile_mod.run(
-            session.workspace, built.extension_dir, "cpu", LOOSE, session.workdir
-        )
+    result = profile_past_the_gate("cpu", "relu_scale", "bad_patches_timers")
     assert result.candidate_ms > 0.001 and result.speedup_vs_eager < 100, result
