@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	else \
 		$(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q torch==2.13.0; \
 	fi
-	$(VENV)/bin/pip install -q -e '.[harness,agent,dev]'
+	$(VENV)/bin/pip install -q -e '.[harness,agent,web,dev]'
 	@touch $(STAMP)
 
 # Until the web app exists: validate the bundled example op, then evaluate its kernel.

@@ -6,8 +6,6 @@ side (`load_module`, `build_model`, `make_inputs`, `validate_in_child`) runs onl
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import importlib.util
 import json
 import sys
@@ -18,48 +16,8 @@ from pathlib import Path
 import torch
 
 from gpu_workers.harness import sandbox
+from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256
 from gpu_workers.harness.protocol import Protocol
-
-MAX_SOURCE_BYTES = 256 * 1024
-REQUIRED = ("Model", "get_inputs", "get_init_inputs")
-
-
-class ProblemError(ValueError):
-    """The problem cannot be used; the message says what to fix."""
-
-
-def source_sha256(source: str) -> str:
-    """Hash of the normalised source (line endings, trailing blanks), the problem's identity."""
-    normalised = "\n".join(line.rstrip() for line in source.replace("\r\n", "\n").splitlines())
-    return hashlib.sha256(normalised.strip().encode()).hexdigest()
-
-
-def check_source(source: str) -> None:
-    """Cheap checks done before anything runs: size, syntax, the three required names."""
-    if len(source.encode()) > MAX_SOURCE_BYTES:
-        raise ProblemError(f"the source is larger than {MAX_SOURCE_BYTES // 1024} KiB")
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise ProblemError(f"syntax error on line {exc.lineno}: {exc.msg}") from None
-    defined = {
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-    }
-    defined |= {
-        target.id
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
-    missing = [name for name in REQUIRED if name not in defined]
-    if missing:
-        raise ProblemError(
-            f"missing {', '.join(missing)}: a problem defines class Model(nn.Module), "
-            "get_inputs() and get_init_inputs()"
-        )
 
 
 @dataclass

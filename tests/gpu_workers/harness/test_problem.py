@@ -1,6 +1,7 @@
 import pytest
 
 from gpu_workers.harness import problem
+from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
 from gpu_workers.harness.protocol import LOOSE
 from tests.conftest import problem_source
 
@@ -37,5 +38,5 @@ def test_the_identity_ignores_line_endings_and_trailing_blanks():
 
 
 def test_an_oversized_source_is_refused_before_anything_runs():
-    with pytest.raises(problem.ProblemError, match="larger than"):
-        problem.check_source("#" * (problem.MAX_SOURCE_BYTES + 1))
+    report = problem.validate("#" * (MAX_SOURCE_BYTES + 1), "cpu", LOOSE)
+    assert not report.ok and "the limit is 256 KiB" in report.reasons[0]

@@ -1,0 +1,75 @@
+"""Django for tests/webapp only: the settings module is set when this directory is collected, so
+the rest of the suite runs without Django. The database is the one DATABASE_URL names (its test_
+copy), SQLite otherwise.
+
+Named users: alice and bob own things; charlie is the outsider in every 404/403 test.
+"""
+
+from __future__ import annotations
+
+import os
+
+import django
+import pytest
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+django.setup()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-django blocks the database for tests that did not ask for it, but only when Django
+    # was set up before its own configure hook ran; this conftest loads later.
+    from pytest_django.plugin import blocking_manager_key
+
+    config.stash[blocking_manager_key].block()
+
+
+from django.contrib.auth.models import User  # noqa: E402
+from django.test import Client  # noqa: E402
+
+from tests.conftest import problem_source  # noqa: E402
+from webapp.accounts.tokens import issue_token  # noqa: E402
+from webapp.problems.models import Problem, ProblemStatus, Visibility  # noqa: E402
+from webapp.runs.models import Run  # noqa: E402
+
+
+@pytest.fixture
+def alice(db) -> User:
+    return User.objects.create_user("alice", "alice@example.org", "password")
+
+
+@pytest.fixture
+def bob(db) -> User:
+    return User.objects.create_user("bob", "bob@example.org", "password")
+
+
+@pytest.fixture
+def charlie(db) -> User:
+    return User.objects.create_user("charlie", "charlie@example.org", "password")
+
+
+def api_client(user: User) -> Client:
+    """A test client that authenticates as `user` with a fresh API token."""
+    _, plaintext = issue_token(user)
+    return Client(headers={"Authorization": f"Bearer {plaintext}"})
+
+
+@pytest.fixture
+def relu_scale() -> str:
+    return problem_source("relu_scale")
+
+
+def make_problem(owner: User, source: str, *, public: bool = False, valid: bool = True):
+    return Problem.objects.create(
+        owner=owner,
+        title="relu scale",
+        source=source,
+        visibility=Visibility.PUBLIC if public else Visibility.PRIVATE,
+        status=ProblemStatus.VALID if valid else ProblemStatus.PENDING,
+    )
+
+
+def make_run(owner: User, problem: Problem) -> Run:
+    return Run.objects.create(
+        problem=problem, owner=owner, agent="scripted-demo", gpu_type="cpu", protocol="loose"
+    )

@@ -1,0 +1,38 @@
+"""The REST API at /api/ (OpenAPI docs at /api/docs). Each app's api.py has a Router; they are
+mounted here. Every error body is {"detail": "<what went wrong and what to do>"}."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, ValidationError
+
+from webapp.accounts.authentication import API_AUTH
+from webapp.problems.api import router as problems_router
+from webapp.runs.api import router as runs_router
+
+api = NinjaAPI(
+    title="KernelArena",
+    description="Upload PyTorch ops and have agents turn them into verified, faster kernels.",
+    auth=API_AUTH,
+)
+api.add_router("/problems", problems_router)
+api.add_router("/runs", runs_router)
+
+
+@api.exception_handler(AuthenticationError)
+def unauthenticated(request: HttpRequest, exc: AuthenticationError):
+    detail = "not signed in: send 'Authorization: Bearer <your API token>' or log in"
+    return api.create_response(request, {"detail": detail}, status=401)
+
+
+@api.exception_handler(ValidationError)
+def invalid_request(request: HttpRequest, exc: ValidationError):
+    """Pydantic's error list as one sentence: `field: problem; field: problem`."""
+    parts = []
+    for issue in exc.errors:
+        where = ".".join(
+            str(part) for part in issue.get("loc", ()) if part not in ("body", "query")
+        )
+        parts.append(f"{where}: {issue.get('msg', 'invalid')}" if where else issue.get("msg"))
+    return api.create_response(request, {"detail": "; ".join(parts)}, status=422)

@@ -1,0 +1,8 @@
+"""ASGI entry point. HTTP only for now; the run trace websocket (/ws/runs/<id>/) joins here."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+application = get_asgi_application()

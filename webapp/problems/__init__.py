@@ -1,0 +1,1 @@
+"""Problems: uploaded ops in KernelBench format, their identity, visibility and validation."""

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema, Status
+
+from gpu_workers.harness.problem_source import ProblemError
+from webapp.errors import ErrorOut, error
+from webapp.problems.models import Problem
+from webapp.problems.schemas import ProblemIn, ProblemOut, ProblemSummaryOut
+from webapp.problems.upload import upload_problem
+
+router = Router(tags=["problems"])
+
+
+class ListParams(Schema):
+    limit: int = Field(50, ge=1, le=200)
+    offset: int = Field(0, ge=0)
+
+
+@router.post(
+    "",
+    response={201: ProblemOut, 200: ProblemOut, 401: ErrorOut, 422: ErrorOut},
+    summary="Upload a problem",
+)
+def create_problem(request: HttpRequest, body: ProblemIn):
+    """Store a problem and queue its validation. 201 when new; 200 with the existing problem
+    when you already uploaded the same source (same hash after normalising line endings and
+    trailing blanks), so retrying an upload is safe."""
+    try:
+        problem, created = upload_problem(request.user, body.title, body.source, body.visibility)
+    except ProblemError as exc:
+        return error(422, str(exc))
+    return Status(201 if created else 200, problem)
+
+
+@router.get("", response={200: list[ProblemSummaryOut], 401: ErrorOut})
+def list_problems(request: HttpRequest, params: Query[ListParams]):
+    """Your problems and public ones, newest first."""
+    visible = Problem.objects.visible_to(request.user).select_related("owner")
+    return visible[params.offset : params.offset + params.limit]
+
+
+@router.get("/{problem_id}", response={200: ProblemOut, 401: ErrorOut, 404: ErrorOut})
+def get_problem(request: HttpRequest, problem_id: int):
+    problem = Problem.objects.visible_to(request.user).filter(pk=problem_id).first()
+    if problem is None:
+        return error(404, f"no problem {problem_id} that you can see")
+    return problem

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from gpu_workers.harness.problem_source import source_sha256
+
+
+class Visibility(models.TextChoices):
+    PRIVATE = "private"
+    PUBLIC = "public"
+
+
+class ProblemStatus(models.TextChoices):
+    PENDING = "pending"  # stored, validation not started
+    VALIDATING = "validating"  # a worker runs it in the sandbox
+    VALID = "valid"
+    REJECTED = "rejected"  # `reasons` says why
+
+
+class ProblemQuerySet(models.QuerySet):
+    def visible_to(self, user) -> ProblemQuerySet:
+        """Public problems and the user's own."""
+        if not user.is_authenticated:
+            return self.filter(visibility=Visibility.PUBLIC)
+        return self.filter(Q(visibility=Visibility.PUBLIC) | Q(owner=user))
+
+
+class Problem(models.Model):
+    """An op in KernelBench format. Untrusted code: it only ever runs in a worker's sandbox."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="problems")
+    title = models.CharField(max_length=200)
+    source = models.TextField()
+    sha256 = models.CharField(max_length=64, editable=False)
+    visibility = models.CharField(
+        max_length=10, choices=Visibility.choices, default=Visibility.PRIVATE
+    )
+    status = models.CharField(
+        max_length=12, choices=ProblemStatus.choices, default=ProblemStatus.PENDING
+    )
+    reasons = models.JSONField(default=list, blank=True)  # why it was rejected, one per item
+    # The validation report, measured on the worker that validated it.
+    eager_ms = models.FloatField(null=True, blank=True)
+    compile_ms = models.FloatField(null=True, blank=True)  # torch.compile, default mode
+    flops = models.BigIntegerField(null=True, blank=True)
+    bytes_moved = models.BigIntegerField(null=True, blank=True)  # minimum bytes read + written
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = ProblemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "sha256"], name="problem_unique_per_owner")
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def save(self, *args, **kwargs) -> None:
+        self.sha256 = source_sha256(self.source)
+        super().save(*args, **kwargs)
+
+    def is_visible_to(self, user) -> bool:
+        return self.visibility == Visibility.PUBLIC or (
+            user.is_authenticated and self.owner_id == user.pk
+        )

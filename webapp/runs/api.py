@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema, Status
+
+from webapp.errors import ErrorOut, error
+from webapp.problems.models import Problem
+from webapp.runs.lifecycle import BadRunOption, RunRefused, cancel_run, start_run
+from webapp.runs.models import Run
+from webapp.runs.schemas import RunIn, RunOut, TraceEventOut
+from webapp.runs.trace import events_after
+
+router = Router(tags=["runs"])
+
+
+class ListParams(Schema):
+    problem: int | None = None
+    limit: int = Field(50, ge=1, le=200)
+    offset: int = Field(0, ge=0)
+
+
+class EventParams(Schema):
+    after: int = Field(0, ge=0, description="return events with seq greater than this")
+    limit: int = Field(500, ge=1, le=1000)
+
+
+def _visible_run(request: HttpRequest, run_id: int) -> Run | None:
+    runs = Run.objects.visible_to(request.user).select_related("owner", "problem")
+    return runs.filter(pk=run_id).first()
+
+
+def _not_found(run_id: int) -> Status:
+    return error(404, f"no run {run_id} that you can see")
+
+
+@router.post(
+    "",
+    response={201: RunOut, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut},
+    summary="Start a run",
+)
+def create_run(request: HttpRequest, body: RunIn):
+    """Queue an agent run on a valid problem you can see. 409 while the problem is not valid."""
+    problem = Problem.objects.visible_to(request.user).filter(pk=body.problem_id).first()
+    if problem is None:
+        return error(404, f"no problem {body.problem_id} that you can see")
+    try:
+        run = start_run(request.user, problem, body.agent, body.gpu_type, body.protocol)
+    except BadRunOption as exc:
+        return error(422, str(exc))
+    except RunRefused as exc:
+        return error(409, str(exc))
+    return Status(201, run)
+
+
+@router.get("", response={200: list[RunOut], 401: ErrorOut})
+def list_runs(request: HttpRequest, params: Query[ListParams]):
+    """Your runs and runs on public problems, newest first; `problem` filters by problem id."""
+    runs = Run.objects.visible_to(request.user).select_related("owner")
+    if params.problem is not None:
+        runs = runs.filter(problem_id=params.problem)
+    return runs[params.offset : params.offset + params.limit]
+
+
+@router.get("/{run_id}", response={200: RunOut, 401: ErrorOut, 404: ErrorOut})
+def get_run(request: HttpRequest, run_id: int):
+    run = _visible_run(request, run_id)
+    return run if run is not None else _not_found(run_id)
+
+
+@router.post(
+    "/{run_id}/cancel",
+    response={200: RunOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
+)
+def cancel(request: HttpRequest, run_id: int):
+    """Stop a queued or running run. Only its owner may; 409 once it has ended."""
+    run = _visible_run(request, run_id)
+    if run is None:
+        return _not_found(run_id)
+    if run.owner_id != request.user.pk:
+        return error(403, f"run {run_id} belongs to {run.owner.username}: only they can stop it")
+    try:
+        cancel_run(run)
+    except RunRefused as exc:
+        return error(409, str(exc))
+    return run
+
+
+@router.get("/{run_id}/events", response={200: list[TraceEventOut], 401: ErrorOut, 404: ErrorOut})
+def list_events(request: HttpRequest, run_id: int, params: Query[EventParams]):
+    """The run's trace in order, from the first event after `after` (resume with the last seq
+    you saw)."""
+    run = _visible_run(request, run_id)
+    if run is None:
+        return _not_found(run_id)
+    return list(events_after(run, params.after, params.limit))

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from webapp.problems.models import Visibility
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # `error` says why
+    CANCELLED = "cancelled"
+
+
+ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+class RunQuerySet(models.QuerySet):
+    def visible_to(self, user) -> RunQuerySet:
+        """A run is as visible as its problem: the owner's own, and every run on a public
+        problem."""
+        public = Q(problem__visibility=Visibility.PUBLIC)
+        if not user.is_authenticated:
+            return self.filter(public)
+        return self.filter(public | Q(owner=user))
+
+
+class Run(models.Model):
+    problem = models.ForeignKey("problems.Problem", models.CASCADE, related_name="runs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="runs")
+    agent = models.CharField(max_length=100)  # an agent configuration's name (agents.toml)
+    gpu_type = models.CharField(max_length=40)  # names the worker queue, e.g. "h100", "cpu"
+    protocol = models.CharField(max_length=40, default="loose")
+    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    worker = models.CharField(max_length=200, blank=True)  # who claimed it (host:pid)
+    best_candidate = models.ForeignKey(
+        "runs.Candidate", models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    best_speedup_vs_compile = models.FloatField(null=True, blank=True)
+    best_speedup_vs_eager = models.FloatField(null=True, blank=True)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost_dollars = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["status", "gpu_type"], name="run_status_gpu_type")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.problem_id} ({self.agent} on {self.gpu_type})"
+
+    def is_visible_to(self, user) -> bool:
+        return self.problem.visibility == Visibility.PUBLIC or (
+            user.is_authenticated and self.owner_id == user.pk
+        )
+
+    def claim(self, worker: str = "") -> bool:
+        """Move a queued run to running for this worker. False when another worker got there
+        first (or the run was cancelled): the conditional update matched no row."""
+        now = timezone.now()
+        claimed = Run.objects.filter(pk=self.pk, status=RunStatus.QUEUED).update(
+            status=RunStatus.RUNNING, worker=worker, started=now
+        )
+        if claimed:
+            self.status, self.worker, self.started = RunStatus.RUNNING, worker, now
+        return bool(claimed)
+
+
+class EventKind(models.TextChoices):
+    THOUGHT = "thought"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    CANDIDATE = "candidate"
+    STATUS = "status"
+    ERROR = "error"
+
+
+class TraceEvent(models.Model):
+    """One step of a run's trace, numbered 1, 2, … per run with no gaps."""
+
+    run = models.ForeignKey(Run, models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    at = models.DateTimeField(default=timezone.now)
+    kind = models.CharField(max_length=12, choices=EventKind.choices)
+    payload = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="event_seq_per_run")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.kind}"
+
+
+class Candidate(models.Model):
+    """A set of kernel sources the agent produced, with the harness's verdict on it."""
+
+    run = models.ForeignKey(Run, models.CASCADE, related_name="candidates")
+    seq = models.PositiveIntegerField()  # 1, 2, … per run, in the order they were produced
+    sources = models.JSONField(default=dict)  # workspace path -> text (model_new.py, kernels/…)
+    verdict = models.JSONField(default=dict, blank=True)  # the harness's verdict, as-is
+    speedup_vs_compile = models.FloatField(null=True, blank=True)
+    verified = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="candidate_seq_per_run")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/candidate {self.seq}"
