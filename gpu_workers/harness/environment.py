@@ -93,6 +93,7 @@ def describe(device: str, index: str = "0") -> dict:
     return env
 
 
+@functools.cache
 def device_name(device: str, index: str = "0") -> str:
     """The key baselines and peaks are cached under: the GPU model, or the host CPU."""
     if device == "cuda":

@@ -7,7 +7,6 @@ side (`load_module`, `build_model`, `make_inputs`, `validate_in_child`) runs onl
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -52,34 +51,10 @@ def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 60
             "device": device,
             "protocol": protocol.to_request(),
         }
-        result, failure = run_step("validate", request, Path(tmp), device, timeout_s)
+        result, failure = sandbox.run_step("validate", request, Path(tmp), device, timeout_s)
     if failure:
         return ProblemReport(ok=False, sha256=sha, reasons=[failure])
     return ProblemReport(sha256=sha, **result)
-
-
-def run_step(
-    step: str, request: dict, workdir: Path, device: str, timeout_s: float
-) -> tuple[dict, str | None]:
-    """Runs one sandbox_entry step; returns its JSON result, or a one-line failure."""
-    request_path = workdir / f"{step}-request.json"
-    result_path = workdir / f"{step}-result.json"
-    result_path.unlink(missing_ok=True)
-    request_path.write_text(json.dumps(request))
-    outcome = sandbox.run(
-        sandbox.python_argv(
-            "gpu_workers.harness.sandbox_entry", step, str(request_path), str(result_path)
-        ),
-        cwd=workdir,
-        device=device,
-        limits=sandbox.Limits(timeout_s=timeout_s),
-        env={"MALLOC_PERTURB_": "128"} if device == "cpu" else None,
-    )
-    if outcome.failure() or not result_path.is_file():
-        reason = outcome.failure() or "the step ended without a result"
-        return {}, f"{step}: {reason}"
-    result = json.loads(result_path.read_text())
-    return result, None
 
 
 # ---- child side: only ever runs inside the sandbox --------------------------------------------

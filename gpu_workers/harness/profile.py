@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from gpu_workers.harness import environment, roofline, settings, timing
+from gpu_workers.harness import environment, roofline, sandbox, settings, timing
 from gpu_workers.harness import problem as problem_mod
 from gpu_workers.harness.protocol import Protocol
 from gpu_workers.harness.source_gate import Violation
@@ -77,7 +77,7 @@ def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path
     if path.is_file():
         return {**json.loads(path.read_text()), "cached": True}
     request = {"problem": str(problem_path), "device": device, "protocol": protocol.to_request()}
-    result, failure = problem_mod.run_step("baselines", request, workdir, device, timeout_s=1800)
+    result, failure = sandbox.run_step("baselines", request, workdir, device, timeout_s=1800)
     if failure:
         raise problem_mod.ProblemError(f"measuring baselines failed: {failure}")
     result["environment"] = environment.describe(device, settings.gpu_index())

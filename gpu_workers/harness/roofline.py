@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpu_workers.harness import environment, problem, settings
+from gpu_workers.harness import environment, sandbox, settings
 from gpu_workers.harness.protocol import Protocol
 
 
@@ -40,7 +40,7 @@ def peaks(device: str) -> Peaks:
     if not path.is_file():
         path.parent.mkdir(exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
-            result, failure = problem.run_step("peaks", {"device": device}, Path(tmp), device, 600)
+            result, failure = sandbox.run_step("peaks", {"device": device}, Path(tmp), device, 600)
         if failure:
             raise RuntimeError(f"measuring peaks failed: {failure}")
         path.write_text(json.dumps(result))

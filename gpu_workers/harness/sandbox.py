@@ -5,6 +5,7 @@ timeout that kills the whole process group, the GPU pinned, and truncated output
 from __future__ import annotations
 
 import functools
+import json
 import os
 import resource
 import shutil
@@ -185,3 +186,27 @@ def _tail(stream, limit: int) -> str:
 
 def python_argv(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
+
+
+def run_step(
+    step: str, request: dict, workdir: Path, device: str, timeout_s: float
+) -> tuple[dict, str | None]:
+    """Runs one sandbox_entry step; returns its JSON result, or a one-line failure."""
+    request_path = workdir / f"{step}-request.json"
+    result_path = workdir / f"{step}-result.json"
+    result_path.unlink(missing_ok=True)
+    request_path.write_text(json.dumps(request))
+    outcome = run(
+        python_argv("gpu_workers.harness.sandbox_entry", step, str(request_path), str(result_path)),
+        cwd=workdir,
+        device=device,
+        limits=Limits(timeout_s=timeout_s),
+        # cpu: fresh allocations hold a garbage pattern, the host's stand-in for NaN-filling
+        # free GPU memory (threat 2)
+        env={"MALLOC_PERTURB_": "128"} if device == "cpu" else None,
+    )
+    if outcome.failure() or not result_path.is_file():
+        reason = outcome.failure() or "the step ended without a result"
+        return {}, f"{step}: {reason}"
+    result = json.loads(result_path.read_text())
+    return result, None

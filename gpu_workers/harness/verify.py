@@ -18,7 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpu_workers.harness import problem as problem_mod
-from gpu_workers.harness import profile, source_gate
+from gpu_workers.harness import profile, sandbox, source_gate
 from gpu_workers.harness.protocol import Protocol
 from gpu_workers.harness.source_gate import Violation
 from gpu_workers.harness.workspace import Workspace
@@ -125,7 +125,7 @@ def run(
     """Static gate; then one sandboxed process runs the candidate's trials, then times it
     beside eager; the comparisons happen here. `check_sources=False` only lets tests reach the
     runtime defences with candidates the gate would stop."""
-    static = static_violations(ws.sources()) if check_sources else []
+    static = source_gate.check_sources(ws.sources()) if check_sources else []
     if static:
         return VerifyResult(ok=False, violations=static), None
     seeds = list(protocol.seeds())
@@ -143,7 +143,7 @@ def run(
             "warmup_seed": 7,
             "out_dir": str(out_dir),
         }
-        result, failure = problem_mod.run_step(
+        result, failure = sandbox.run_step(
             "candidate", request, out_dir, device, timeout_s=protocol.step_timeout_s
         )
         if failure:
@@ -203,7 +203,7 @@ def ensure_reference(problem_path: Path, device, protocol: Protocol, seeds, work
             "seeds": missing,
             "out_dir": str(out_dir),
         }
-        _, failure = problem_mod.run_step("reference", request, out_dir, device, timeout_s=600)
+        _, failure = sandbox.run_step("reference", request, out_dir, device, timeout_s=600)
         if failure:
             raise problem_mod.ProblemError(f"the reference failed: {failure}")
     return out_dir
@@ -366,7 +366,3 @@ def reference_in_child(request: dict) -> dict:
             out = problem_mod.flatten(model(*problem_mod.make_inputs(problem, seed, device)))
         torch.save([t.detach().cpu() for t in out], out_dir / f"reference-{seed}.pt")
     return {}
-
-
-def static_violations(sources: dict[str, str]) -> list[Violation]:
-    return source_gate.check_sources(sources)
