@@ -68,6 +68,12 @@ class Crashed(Terminated):
     status = "crashed"
 
 
+class Cancelled(Terminated):
+    """Whoever started the run asked it to stop (should_stop said why)."""
+
+    status = "cancelled"
+
+
 @dataclass
 class RunUsage:
     prompt_tokens: int = 0
@@ -82,9 +88,9 @@ class RunUsage:
 
 @dataclass
 class RunResult:
-    status: (
-        str  # finished | limits_exceeded | format_errors | backend_error | context_length | crashed
-    )
+    # finished | limits_exceeded | format_errors | backend_error | context_length | crashed
+    # | cancelled
+    status: str
     detail: str
     best: Candidate | None
     candidates: list[Candidate]
@@ -97,6 +103,8 @@ class RunResult:
 
 
 EventSink = Callable[[dict], None]
+# Asked before every step; a reason (e.g. "cancelled by its owner") ends the run.
+StopCheck = Callable[[], "str | None"]
 
 
 class Agent:
@@ -106,11 +114,13 @@ class Agent:
         backend: Backend,
         workspace: Workspace,
         on_event: EventSink | None = None,
+        should_stop: StopCheck | None = None,
     ):
         self.config = config
         self.backend = backend
         self.workspace = workspace
         self.on_event = on_event
+        self.should_stop = should_stop
         self.messages: list[dict] = []
         self.candidates = Candidates()
         self.usage = RunUsage()
@@ -148,6 +158,8 @@ class Agent:
         self.execute(self.query())
 
     def check_limits(self) -> None:
+        if self.should_stop is not None and (reason := self.should_stop()):
+            raise Cancelled(reason)
         budget, usage = self.config.budget, self.usage
         if self.format_errors >= budget.max_format_errors:
             raise TooManyFormatErrors(f"{self.format_errors} malformed replies in a row")
@@ -282,7 +294,7 @@ class Agent:
         )
 
     def end(self, stop: Terminated) -> RunResult:
-        if not isinstance(stop, (Finished, Crashed)):
+        if not isinstance(stop, (Finished, Crashed, Cancelled)):
             self.profile_last_compiled()
         best = self.candidates.best()
         if isinstance(stop, (Crashed, ModelUnavailable, ContextFull)):

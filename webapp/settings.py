@@ -4,13 +4,19 @@
     SECRET_KEY      required when DEBUG is off
     ALLOWED_HOSTS   comma-separated; required when DEBUG is off
     DATABASE_URL    e.g. postgres://user@host:5432/db (default: SQLite in .cache/)
+    REDIS_URL       Celery broker and channel layer, e.g. redis://host:6379/0 (default: the
+                    embedded server's socket in .cache/, which `make run` and the tests start)
     KERNELARENA_GPU_TYPES   comma-separated GPU types that have a worker queue (default: cpu)
+    KERNELARENA_RUNS_PER_HOUR   runs one user may start per hour (default: 30)
+    KERNELARENA_RUN_TIME_LIMIT_S    hard limit of one agent run on a worker (default: 7200)
+    KERNELARENA_RUN_STALE_AFTER_S   a running run silent this long lost its worker (default: 90)
 
 A bad value stops the process at start-up with a message naming the variable.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -42,6 +48,33 @@ def _env_list(name: str, default: str) -> list[str]:
     return items
 
 
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name) or str(default)
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 1:
+        raise ImproperlyConfigured(f"{name}={value!r}: give a whole number, 1 or more")
+    return number
+
+
+def _embedded_redis_socket() -> Path:
+    # A unix socket path must fit in 107 bytes; a deep checkout falls back to /tmp.
+    path = BASE_DIR / ".cache" / "redis" / "redis.sock"
+    if len(str(path)) < 100:
+        return path
+    digest = hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:12]
+    return Path("/tmp") / f"kernelarena-{digest}" / "redis.sock"
+
+
+def _celery_broker(redis_url: str) -> str:
+    """kombu spells a unix-socket Redis as redis+socket://PATH."""
+    if redis_url.startswith("unix://"):
+        return "redis+socket://" + redis_url.removeprefix("unix://")
+    return redis_url
+
+
 def _database(url: str | None) -> dict:
     if not url:
         cache = BASE_DIR / ".cache"
@@ -69,12 +102,59 @@ else:
     raise ImproperlyConfigured("ALLOWED_HOSTS is required when DEBUG is off")
 
 DATABASES = {"default": _database(os.environ.get("DATABASE_URL"))}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Worker and server processes write concurrently: wait for the lock instead of failing, and
+    # keep the test database in a file (one per test process) so that the server and worker an
+    # end-to-end test starts can share it.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+    test_db = BASE_DIR / ".cache" / f"test-webapp-{os.getpid()}.sqlite3"
+    DATABASES["default"]["TEST"] = {"NAME": str(test_db)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# ---- Redis: the Celery broker and the channel layer -------------------------------------------
+EMBEDDED_REDIS_SOCKET = _embedded_redis_socket()
+REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{EMBEDDED_REDIS_SOCKET}"
+REDIS_IS_EMBEDDED = not os.environ.get("REDIS_URL")
+if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"REDIS_URL={REDIS_URL!r}: use redis://HOST:PORT/DB or unix://PATH")
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": "kernelarena:channels"},
+    }
+}
+
+# Celery reads every CELERY_* setting (webapp/celery.py). Tasks are acknowledged only when they
+# end and re-delivered if their worker dies; Run.claim() makes a second delivery harmless.
+CELERY_BROKER_URL = _celery_broker(REDIS_URL)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "web"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+RUN_TIME_LIMIT_S = _env_int("KERNELARENA_RUN_TIME_LIMIT_S", 7200)
+# An unacknowledged task goes back to the queue after this long: longer than any task may run.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": RUN_TIME_LIMIT_S + 600}
+# A running run's worker touches Run.heartbeat this often; a run silent for RUN_STALE_AFTER_S
+# lost its worker and is re-queued (at most RUN_MAX_ATTEMPTS attempts) or failed.
+RUN_STALE_AFTER_S = _env_int("KERNELARENA_RUN_STALE_AFTER_S", 90)
+RUN_HEARTBEAT_S = RUN_STALE_AFTER_S / 6
+RUN_MAX_ATTEMPTS = 2
 
 # Queues that have GPU workers. Protocol names mirror gpu_workers.harness.protocol.PROTOCOLS
 # (a test keeps them equal; the web process does not import the harness).
 GPU_TYPES = _env_list("KERNELARENA_GPU_TYPES", "cpu")
 PROTOCOLS = ["loose", "fp32-strict"]
+# Problems are validated on the first GPU type's workers.
+VALIDATION_GPU_TYPE = GPU_TYPES[0]
+
+# Abuse limits: the largest problem source accepted, and how many runs a user may start an hour.
+PROBLEM_MAX_BYTES = 256 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+RUNS_PER_HOUR = _env_int("KERNELARENA_RUNS_PER_HOUR", 30)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -91,6 +171,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -132,3 +213,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".cache" / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing one
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# Served by WhiteNoise from the app directories in DEBUG, from STATIC_ROOT (collectstatic) after.
+WHITENOISE_USE_FINDERS = DEBUG
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"

@@ -211,6 +211,23 @@ def test_each_budget_ends_the_run(run_script, budget, per_reply, limit):
     assert result.turns == 2
 
 
+def test_a_stop_request_ends_the_run_before_the_next_step(session):
+    asked = []
+
+    def should_stop() -> str | None:
+        asked.append(True)
+        return "cancelled by its owner" if len(asked) > 2 else None
+
+    config = AgentConfig(name="scripted-test", backend="scripted", script="-")
+    backend = ScriptedBackend([look() for _ in range(10)])
+    result = Agent(config, backend, session, should_stop=should_stop).run()
+    assert (result.status, result.detail, result.turns) == (
+        "cancelled",
+        "cancelled by its owner",
+        2,
+    )
+
+
 def test_a_model_that_stops_answering_ends_the_run(run_script):
     run = run_script([look()])
     assert run.result.status == "backend_error"

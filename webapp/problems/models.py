@@ -46,6 +46,9 @@ class Problem(models.Model):
     compile_ms = models.FloatField(null=True, blank=True)  # torch.compile, default mode
     flops = models.BigIntegerField(null=True, blank=True)
     bytes_moved = models.BigIntegerField(null=True, blank=True)  # minimum bytes read + written
+    # The speed-of-light floor on the validating GPU type: max(FLOPs / peak, bytes / bandwidth).
+    sol_ms = models.FloatField(null=True, blank=True)
+    validated_on = models.CharField(max_length=40, blank=True)  # the GPU type, e.g. "h100", "cpu"
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

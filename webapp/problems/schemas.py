@@ -29,4 +29,6 @@ class ProblemOut(ProblemSummaryOut):
     compile_ms: float | None
     flops: int | None
     bytes_moved: int | None
+    sol_ms: float | None
+    validated_on: str
     updated: datetime

@@ -2,9 +2,8 @@
 
 The web process never runs a problem. `enqueue_validation` calls each hook in
 VALIDATION_HOOKS with the problem's id once the current transaction commits (so a worker never
-sees a row that is not there yet). The list is empty here: gpu_workers.tasks registers the
-Celery task (`validate_problem.delay`) when the Celery app loads. With no hook registered a
-problem stays `pending`.
+sees a row that is not there yet). The problems app registers webapp.celery.send_validation
+(the task, sent by name to the validation queue) when Django starts; tests swap the list.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Field, Query, Router, Schema, Status
 
 from webapp.errors import ErrorOut, error
 from webapp.problems.models import Problem
-from webapp.runs.lifecycle import BadRunOption, RunRefused, cancel_run, start_run
-from webapp.runs.models import Run
-from webapp.runs.schemas import RunIn, RunOut, TraceEventOut
+from webapp.runs.lifecycle import BadRunOption, RateLimited, RunRefused, cancel_run, start_run
+from webapp.runs.models import Candidate, Run
+from webapp.runs.schemas import CandidateOut, CandidateSummaryOut, RunIn, RunOut, TraceEventOut
 from webapp.runs.trace import events_after
 
 router = Router(tags=["runs"])
@@ -35,11 +35,19 @@ def _not_found(run_id: int) -> Status:
 
 @router.post(
     "",
-    response={201: RunOut, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut},
+    response={
+        201: RunOut,
+        401: ErrorOut,
+        404: ErrorOut,
+        409: ErrorOut,
+        422: ErrorOut,
+        429: ErrorOut,
+    },
     summary="Start a run",
 )
 def create_run(request: HttpRequest, body: RunIn):
-    """Queue an agent run on a valid problem you can see. 409 while the problem is not valid."""
+    """Queue an agent run on a valid problem you can see. 409 while the problem is not valid;
+    429 past the hourly limit of runs per user (settings.RUNS_PER_HOUR)."""
     problem = Problem.objects.visible_to(request.user).filter(pk=body.problem_id).first()
     if problem is None:
         return error(404, f"no problem {body.problem_id} that you can see")
@@ -47,6 +55,8 @@ def create_run(request: HttpRequest, body: RunIn):
         run = start_run(request.user, problem, body.agent, body.gpu_type, body.protocol)
     except BadRunOption as exc:
         return error(422, str(exc))
+    except RateLimited as exc:
+        return error(429, str(exc))
     except RunRefused as exc:
         return error(409, str(exc))
     return Status(201, run)
@@ -93,3 +103,60 @@ def list_events(request: HttpRequest, run_id: int, params: Query[EventParams]):
     if run is None:
         return _not_found(run_id)
     return list(events_after(run, params.after, params.limit))
+
+
+@router.get(
+    "/{run_id}/candidates",
+    response={200: list[CandidateSummaryOut], 401: ErrorOut, 404: ErrorOut},
+)
+def list_candidates(request: HttpRequest, run_id: int):
+    """Every candidate the run verified or profiled, in order, without sources."""
+    run = _visible_run(request, run_id)
+    if run is None:
+        return _not_found(run_id)
+    return list(run.candidates.order_by("seq"))
+
+
+def _visible_candidate(request: HttpRequest, run_id: int, seq: int) -> Candidate | None:
+    run = _visible_run(request, run_id)
+    return None if run is None else run.candidates.filter(seq=seq).first()
+
+
+@router.get(
+    "/{run_id}/candidates/{seq}",
+    response={200: CandidateOut, 401: ErrorOut, 404: ErrorOut},
+)
+def get_candidate(request: HttpRequest, run_id: int, seq: int):
+    """One candidate with its sources (workspace path -> text) and the harness's verdict."""
+    candidate = _visible_candidate(request, run_id, seq)
+    if candidate is None:
+        return error(404, f"no candidate {seq} of a run {run_id} that you can see")
+    return candidate
+
+
+@router.get(
+    "/{run_id}/bundle",
+    response={200: None, 401: ErrorOut, 404: ErrorOut},
+    summary="Download the best kernel as a zip",
+)
+def download_bundle(request: HttpRequest, run_id: int, candidate: int | None = None):
+    """A zip of the run's best verified candidate (or `?candidate=SEQ`): model_new.py,
+    kernels/, the binding files, build.py (builds and verifies with only torch installed) and
+    report.json."""
+    from webapp.runs.bundle import build_bundle, bundle_filename
+
+    run = _visible_run(request, run_id)
+    if run is None:
+        return _not_found(run_id)
+    seq = candidate if candidate is not None else _best_seq(run)
+    chosen = run.candidates.filter(seq=seq, verified=True).first() if seq else None
+    if chosen is None:
+        what = f"candidate {candidate}" if candidate is not None else "best candidate"
+        return error(404, f"run {run_id} has no verified {what} to download")
+    response = HttpResponse(build_bundle(chosen), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{bundle_filename(chosen)}"'
+    return response
+
+
+def _best_seq(run: Run) -> int | None:
+    return run.best_candidate.seq if run.best_candidate_id else None

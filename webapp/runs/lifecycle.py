@@ -1,27 +1,34 @@
 """A run's life: created and queued, claimed by a worker (Run.claim), cancelled by its owner.
+gpu_workers.agent_run drives a claimed run; webapp.runs.recovery re-queues one whose worker died.
 
 `enqueue_run` calls each hook in RUN_HOOKS with the run's id and GPU type once the current
-transaction commits. The list is empty here: gpu_workers.tasks registers the Celery task
-(`run_agent` on the GPU type's queue) when the Celery app loads. With no hook a run stays
-`queued`.
+transaction commits. The runs app registers webapp.celery.send_run (the task, sent by name to
+the GPU type's queue) when Django starts; tests swap the list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import choices
 from webapp.runs.models import ACTIVE, Run, RunStatus
+from webapp.runs.trace import record_event
 
 RUN_HOOKS: list[Callable[[int, str], None]] = []
 
 
 class RunRefused(Exception):
     """The request is well-formed but the state forbids it (HTTP 409); the message says why."""
+
+
+class RateLimited(RunRefused):
+    """Too many runs started in the last hour (HTTP 429)."""
 
 
 class BadRunOption(ValueError):
@@ -44,12 +51,26 @@ def start_run(owner, problem: Problem, agent: str, gpu_type: str, protocol: str)
             f"problem {problem.pk} is {problem.status}, not valid: a run can start once "
             f"validation has passed{detail}"
         )
+    _check_rate(owner)
     with transaction.atomic():
         run = Run.objects.create(
             problem=problem, owner=owner, agent=agent, gpu_type=gpu_type, protocol=protocol
         )
         enqueue_run(run)
     return run
+
+
+def _check_rate(owner) -> None:
+    hour_ago = timezone.now() - timedelta(hours=1)
+    recent = Run.objects.filter(owner=owner, created__gte=hour_ago).order_by("created")
+    count, limit = recent.count(), settings.RUNS_PER_HOUR
+    if count >= limit:
+        oldest = recent.values_list("created", flat=True)[count - limit]
+        wait = max(1, int((oldest + timedelta(hours=1) - timezone.now()).total_seconds() // 60))
+        raise RateLimited(
+            f"you started {count} runs in the last hour and the limit is {limit}: "
+            f"try again in {wait} minutes"
+        )
 
 
 def enqueue_run(run: Run) -> None:
@@ -63,12 +84,22 @@ def enqueue_run(run: Run) -> None:
 
 
 def cancel_run(run: Run) -> None:
-    """Cancel a queued or running run. A running worker sees the status and stops."""
-    cancelled = Run.objects.filter(pk=run.pk, status__in=ACTIVE).update(
-        status=RunStatus.CANCELLED, finished=timezone.now()
-    )
-    if not cancelled:
-        # Nothing got updated: the run had already ended (perhaps a moment ago).
-        run.refresh_from_db(fields=["status"])
-        raise RunRefused(f"run {run.pk} has already {run.status}; only an active run can stop")
+    """Cancel a queued or running run. A running worker sees the status at its next step, stops
+    and writes the final `ended` event; a queued run ends here."""
+    with transaction.atomic():
+        # The row lock orders this against the worker's own end of the run.
+        runs = Run.objects.select_for_update().filter(pk=run.pk)
+        status = runs.values_list("status", flat=True).first()
+        if status not in ACTIVE:
+            raise RunRefused(f"run {run.pk} has already {status}; only an active run can stop")
+        runs.update(status=RunStatus.CANCELLED, finished=timezone.now())
+        if status == RunStatus.QUEUED:
+            end_event(run, RunStatus.CANCELLED, "cancelled by its owner before it started")
+        else:
+            record_event(run, "status", {"state": "cancel_requested"})
     run.refresh_from_db()
+
+
+def end_event(run: Run, status: str, detail: str) -> None:
+    """The last event of every run: viewers close their connection on it."""
+    record_event(run, "status", {"state": "ended", "run_status": status, "detail": detail})

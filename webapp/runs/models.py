@@ -46,6 +46,9 @@ class Run(models.Model):
     completion_tokens = models.BigIntegerField(default=0)
     cost_dollars = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)  # claims so far; >1 after a lost worker
+    # Touched by the running worker every few seconds; a stale one means the worker is gone.
+    heartbeat = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
@@ -69,10 +72,14 @@ class Run(models.Model):
         first (or the run was cancelled): the conditional update matched no row."""
         now = timezone.now()
         claimed = Run.objects.filter(pk=self.pk, status=RunStatus.QUEUED).update(
-            status=RunStatus.RUNNING, worker=worker, started=now
+            status=RunStatus.RUNNING,
+            worker=worker,
+            started=now,
+            heartbeat=now,
+            attempts=models.F("attempts") + 1,
         )
         if claimed:
-            self.status, self.worker, self.started = RunStatus.RUNNING, worker, now
+            self.refresh_from_db(fields=["status", "worker", "started", "heartbeat", "attempts"])
         return bool(claimed)
 
 

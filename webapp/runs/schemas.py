@@ -27,9 +27,15 @@ class RunOut(Schema):
     completion_tokens: int
     cost_dollars: float
     error: str
+    attempts: int
+    best_candidate: int | None  # its seq
     created: datetime
     started: datetime | None
     finished: datetime | None
+
+    @staticmethod
+    def resolve_best_candidate(run) -> int | None:
+        return run.best_candidate.seq if run.best_candidate_id else None
 
 
 class TraceEventOut(Schema):
@@ -37,3 +43,20 @@ class TraceEventOut(Schema):
     at: datetime
     kind: str
     payload: dict[str, Any]
+
+
+class CandidateSummaryOut(Schema):
+    seq: int
+    verified: bool
+    speedup_vs_compile: float | None
+    files: list[str]
+    created: datetime
+
+    @staticmethod
+    def resolve_files(candidate) -> list[str]:
+        return sorted(candidate.sources)
+
+
+class CandidateOut(CandidateSummaryOut):
+    sources: dict[str, str]
+    verdict: dict[str, Any]

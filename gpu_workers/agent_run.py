@@ -1,0 +1,100 @@
+"""One agent run on a worker: claim it, build the workspace, run the agent, record the result.
+
+Whatever happens after the claim, the run ends succeeded (a verified candidate exists), failed
+(with a reason) or cancelled, and its last event is `ended`; a worker that dies before that is
+covered by webapp.runs.recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import traceback
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agent.backends import make_backend
+from agent.config import load_agent
+from agent.loop import Agent, RunResult
+from gpu_workers.harness import environment, protocol
+from gpu_workers.harness import settings as harness_settings
+from gpu_workers.harness.session import Session
+from gpu_workers.heartbeat import Heartbeat
+from gpu_workers.trace_recorder import TraceRecorder
+from webapp.runs.lifecycle import end_event
+from webapp.runs.models import Run, RunStatus
+from webapp.runs.trace import record_event
+
+log = logging.getLogger(__name__)
+
+# The agent's own budget ends a run before the task's hard time limit does.
+TIME_LIMIT_MARGIN_S = 120
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def device_for(gpu_type: str) -> str:
+    """The harness target of a GPU type: its own queue name for the cpu target, cuda otherwise."""
+    return "cpu" if gpu_type == "cpu" else "cuda"
+
+
+def run(run_id: int, worker: str) -> str:
+    """Runs the agent for a queued run; returns what happened, for the worker's log."""
+    run = Run.objects.select_related("problem").filter(pk=run_id).first()
+    if run is None:
+        return f"run {run_id} no longer exists"
+    if not run.claim(worker):
+        return f"run {run_id} was not queued (another worker claimed it, or it was cancelled)"
+    record_event(run, "status", {"state": "claimed", "worker": worker, "attempt": run.attempts})
+    try:
+        with Heartbeat(run.pk, settings.RUN_HEARTBEAT_S):
+            result = _run_agent(run)
+    except Exception as exc:  # a workspace, config or harness failure: the run ends, with why
+        log.exception("run %s failed", run_id)
+        detail = f"the worker could not run the agent: {exc}"
+        _finish(run, None, detail + "\n" + traceback.format_exc(limit=5))
+        return detail
+    return _finish(run, result, result.detail)
+
+
+def _run_agent(run: Run) -> RunResult:
+    config = load_agent(run.agent)
+    budget_s = settings.RUN_TIME_LIMIT_S - TIME_LIMIT_MARGIN_S
+    if not config.budget.max_seconds or config.budget.max_seconds > budget_s:
+        config = config.with_budget(max_seconds=budget_s)
+    backend = make_backend(config)  # fails fast on a missing API key or script
+    device = device_for(run.gpu_type)
+    proto = protocol.by_name(run.protocol)
+    context = {
+        "environment": environment.describe(device, harness_settings.gpu_index()),
+        "protocol": proto.to_dict(),
+    }
+    recorder = TraceRecorder(run, context)
+    with Session(run.problem.source, device=device, protocol=proto) as session:
+        agent = Agent(config, backend, session, recorder, should_stop=recorder.cancel_reason)
+        recorder.agent = agent
+        return agent.run()
+
+
+def _finish(run: Run, result: RunResult | None, detail: str) -> str:
+    with transaction.atomic():
+        # Locked so that a cancel arriving now is either seen here or refused there.
+        current = Run.objects.select_for_update().filter(pk=run.pk).values("status").get()
+        has_best = Run.objects.filter(pk=run.pk, best_candidate__isnull=False).exists()
+        if current["status"] == RunStatus.CANCELLED:
+            status = RunStatus.CANCELLED
+        else:
+            status = RunStatus.SUCCEEDED if has_best else RunStatus.FAILED
+        error = "" if status == RunStatus.SUCCEEDED else detail
+        if status == RunStatus.FAILED and result is not None:
+            error = f"no verified candidate ({result.status}): {detail}".strip()
+        Run.objects.filter(pk=run.pk).update(
+            status=status, error=error, finished=timezone.now(), heartbeat=timezone.now()
+        )
+        end_event(run, status, error or detail)
+    return f"run {run.pk} {status}"

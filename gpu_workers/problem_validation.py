@@ -1,0 +1,57 @@
+"""Validating an uploaded problem on a worker: the harness runs it in the sandbox and the
+problem row gets the verdict (valid, with timings and its speed-of-light floor, or rejected, with
+reasons)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+from gpu_workers.agent_run import device_for
+from gpu_workers.harness import problem as harness_problem
+from gpu_workers.harness import roofline
+from gpu_workers.harness.protocol import LOOSE
+from webapp.problems.models import Problem, ProblemStatus
+
+log = logging.getLogger(__name__)
+
+
+def validate(problem_id: int) -> str:
+    """Returns what happened, for the worker's log. Safe to run twice for one problem."""
+    # A re-delivered task finds the problem `validating` and does the work again.
+    unfinished = (ProblemStatus.PENDING, ProblemStatus.VALIDATING)
+    mine = Problem.objects.filter(pk=problem_id, status__in=unfinished)
+    if not mine.update(status=ProblemStatus.VALIDATING):
+        return f"problem {problem_id} is gone or already validated"
+    source = Problem.objects.values_list("source", flat=True).get(pk=problem_id)
+    gpu_type = settings.VALIDATION_GPU_TYPE
+    device = device_for(gpu_type)
+    try:
+        report = harness_problem.validate(source, device, LOOSE)
+    except Exception as exc:  # a harness failure is not the problem's fault, but must not hang
+        log.exception("validating problem %s failed", problem_id)
+        mine.update(status=ProblemStatus.REJECTED, reasons=[f"the validator failed: {exc}"])
+        return f"problem {problem_id}: validator error"
+    fields = {"validated_on": gpu_type, "reasons": report.reasons}
+    if report.ok:
+        fields.update(
+            status=ProblemStatus.VALID,
+            eager_ms=report.eager_ms,
+            compile_ms=report.compile_ms,
+            flops=report.flops,
+            bytes_moved=report.bytes_moved,
+            sol_ms=_speed_of_light(report, device),
+        )
+    else:
+        fields["status"] = ProblemStatus.REJECTED
+    mine.update(**fields)
+    return f"problem {problem_id} {fields['status']}"
+
+
+def _speed_of_light(report, device: str) -> float | None:
+    try:
+        return roofline.floor_ms(report.flops, report.bytes_moved, roofline.peaks(device), LOOSE)
+    except RuntimeError:  # the peaks could not be measured: the problem is still valid
+        log.warning("no speed-of-light floor on %s", device, exc_info=True)
+        return None

@@ -1,0 +1,61 @@
+"""Celery tasks, thin: the work is in gpu_workers.problem_validation and gpu_workers.agent_run.
+
+Start a worker per GPU, pinned, on its type's queue:
+    CUDA_VISIBLE_DEVICES=0 celery -A webapp.celery worker -Q gpu.h100 --concurrency 2
+Tasks are acknowledged late and re-delivered if the worker dies; both jobs are idempotent.
+Each worker also reaps runs whose worker died (webapp.runs.recovery): at start, then every
+REAP_EVERY_S seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery.signals import worker_ready, worker_shutdown
+from django.conf import settings
+from django.db import connection
+
+from gpu_workers import agent_run, problem_validation
+from webapp.celery import RUN_AGENT, VALIDATE_PROBLEM, app
+from webapp.runs.recovery import reap_stale_runs
+
+log = logging.getLogger(__name__)
+REAP_EVERY_S = 30
+VALIDATION_TIME_LIMIT_S = 1800
+
+
+@app.task(name=VALIDATE_PROBLEM, time_limit=VALIDATION_TIME_LIMIT_S)
+def validate_problem(problem_id: int) -> str:
+    return problem_validation.validate(problem_id)
+
+
+@app.task(name=RUN_AGENT, time_limit=settings.RUN_TIME_LIMIT_S)
+def run_agent(run_id: int) -> str:
+    return agent_run.run(run_id, agent_run.worker_name())
+
+
+_reaper_stop = threading.Event()
+
+
+def _reap_forever() -> None:
+    try:
+        while True:
+            try:
+                reap_stale_runs()
+            except Exception:  # the database may be briefly away; try again next round
+                log.warning("reaping stale runs failed", exc_info=True)
+            if _reaper_stop.wait(REAP_EVERY_S):
+                return
+    finally:
+        connection.close()
+
+
+@worker_ready.connect
+def start_reaper(**_) -> None:
+    threading.Thread(target=_reap_forever, name="reaper", daemon=True).start()
+
+
+@worker_shutdown.connect
+def stop_reaper(**_) -> None:
+    _reaper_stop.set()

@@ -1,0 +1,98 @@
+"""Turns the agent's events into the run's saved trace, candidates and progress.
+
+The agent loop calls the recorder for every event. Each becomes a TraceEvent (saved, then sent to
+viewers after commit); a candidate event also stores the candidate's sources and verdict, and
+moves the run's best result; every event refreshes the run's heartbeat and spend.
+"""
+
+from __future__ import annotations
+
+import math
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from agent.loop import Agent
+from webapp.runs.models import Candidate, Run, RunStatus
+from webapp.runs.trace import record_event
+
+
+def json_safe(value):
+    """JSON without NaN or infinity, which PostgreSQL's jsonb refuses: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+class TraceRecorder:
+    def __init__(self, run: Run, context: dict):
+        self.run = run
+        self.context = context  # environment and protocol, stored with every verdict
+        self.agent: Agent | None = None  # set once the agent exists; its candidates hold sources
+        # A re-queued run continues the numbering of the attempt before it.
+        last = Candidate.objects.filter(run=run).aggregate(last=Max("seq"))["last"]
+        self.candidate_offset = last or 0
+
+    def __call__(self, event: dict) -> None:
+        kind, payload = event["kind"], json_safe(event["payload"])
+        with transaction.atomic():
+            if kind == "candidate":
+                payload["seq"] = self._save_candidate(payload)
+            self._touch()
+            record_event(self.run, kind, payload)
+
+    def cancel_reason(self) -> str | None:
+        """Asked by the agent before each step."""
+        if Run.objects.filter(pk=self.run.pk, status=RunStatus.CANCELLED).exists():
+            return "cancelled by its owner"
+        return None
+
+    def _save_candidate(self, summary: dict) -> int:
+        seq = self.candidate_offset + summary["index"] + 1
+        sources = self.agent.candidates.all[summary["index"]].sources if self.agent else {}
+        verdict = {"verify": summary["verify"], "profile": summary["profile"], **self.context}
+        candidate, _ = Candidate.objects.update_or_create(
+            run=self.run,
+            seq=seq,
+            defaults={
+                "sources": sources,
+                "verdict": verdict,
+                "verified": summary["verified"],
+                "speedup_vs_compile": summary["speedup_vs_compile"],
+            },
+        )
+        if summary["verified"] and self._beats_best(candidate, summary["speedup_vs_eager"]):
+            Run.objects.filter(pk=self.run.pk).update(
+                best_candidate=candidate,
+                best_speedup_vs_eager=summary["speedup_vs_eager"],
+                best_speedup_vs_compile=summary["speedup_vs_compile"],
+            )
+        return seq
+
+    def _beats_best(self, candidate: Candidate, speedup: float | None) -> bool:
+        """The agent's own ranking (a timed candidate beats an untimed one, then speedup over
+        eager), but across attempts: a re-queued run must not replace a faster earlier result."""
+        best_id, best_speedup = (
+            Run.objects.filter(pk=self.run.pk)
+            .values_list("best_candidate_id", "best_speedup_vs_eager")
+            .get()
+        )
+        if best_id is None or best_id == candidate.pk:
+            return True
+        return (speedup is not None, speedup or 0) > (best_speedup is not None, best_speedup or 0)
+
+    def _touch(self) -> None:
+        usage = self.agent.usage if self.agent else None
+        spend = {}
+        if usage is not None:
+            spend = {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cost_dollars": usage.cost_usd,
+            }
+        Run.objects.filter(pk=self.run.pk).update(heartbeat=timezone.now(), **spend)
