@@ -4,7 +4,7 @@ Start a worker per GPU, pinned, on its type's queue:
     CUDA_VISIBLE_DEVICES=0 celery -A webapp.celery worker -Q gpu.h100 --concurrency 2
 Tasks are acknowledged late and re-delivered if the worker dies; both jobs are idempotent.
 Each worker also reaps runs whose worker died (webapp.runs.recovery): at start, then every
-REAP_EVERY_S seconds.
+REAP_EVERY_S seconds (more often when settings.RUN_STALE_AFTER_S is short, as in tests).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from webapp.celery import RUN_AGENT, VALIDATE_PROBLEM, app
 from webapp.runs.recovery import reap_stale_runs
 
 log = logging.getLogger(__name__)
-REAP_EVERY_S = 30
+REAP_EVERY_S = max(1.0, min(30.0, settings.RUN_STALE_AFTER_S / 2))
 VALIDATION_TIME_LIMIT_S = 1800
 
 

@@ -121,7 +121,12 @@ if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "kernelarena:channels"},
+        # A socket timeout above the layer's 5 s blocking read: redis-py 8 defaults to 5 s too,
+        # and a tie fails an idle viewer's connection.
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            "prefix": "kernelarena:channels",
+        },
     }
 }
 

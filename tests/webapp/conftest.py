@@ -1,6 +1,7 @@
 """Django for tests/webapp only: the settings module is set when this directory is collected, so
 the rest of the suite runs without Django. The database is the one DATABASE_URL names (its test_
-copy), SQLite otherwise.
+copy), SQLite otherwise. Redis is the one REDIS_URL names, otherwise an embedded redis-server on a
+socket of this test process's own (started by the `redis_server` fixture).
 
 Named users: alice and bob own things; charlie is the outsider in every 404/403 test.
 """
@@ -8,10 +9,16 @@ Named users: alice and bob own things; charlie is the outsider in every 404/403 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import django
 import pytest
 
+REPO = Path(__file__).resolve().parents[2]
+EMBEDDED_REDIS_SOCKET: Path | None = None
+if not os.environ.get("REDIS_URL"):
+    EMBEDDED_REDIS_SOCKET = REPO / ".cache" / f"redis-test-{os.getpid()}" / "redis.sock"
+    os.environ["REDIS_URL"] = f"unix://{EMBEDDED_REDIS_SOCKET}"
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 django.setup()
 
@@ -31,6 +38,18 @@ from tests.conftest import problem_source  # noqa: E402
 from webapp.accounts.tokens import issue_token  # noqa: E402
 from webapp.problems.models import Problem, ProblemStatus, Visibility  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """The channel layer and broker: REDIS_URL's server, or an embedded one for this session."""
+    from webapp import embedded_redis
+
+    process = None
+    if EMBEDDED_REDIS_SOCKET is not None:
+        process = embedded_redis.start(EMBEDDED_REDIS_SOCKET)
+    yield os.environ["REDIS_URL"]
+    embedded_redis.stop(process)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -28,7 +29,7 @@ def event_json(event: TraceEvent) -> dict:
     """What the API and the websocket send for one event."""
     return {
         "seq": event.seq,
-        "at": event.at.isoformat(),
+        "at": DjangoJSONEncoder().default(event.at),  # as the REST API writes it
         "kind": event.kind,
         "payload": event.payload,
     }

@@ -1,0 +1,108 @@
+"""The product end to end, as separate processes: upload through the REST API, validation and an
+agent run on a real Celery worker, the live trace over a real websocket, the bundle built and
+verified on its own; and a run that survives its worker being killed."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import redis
+from websockets.sync.client import connect
+
+from tests.webapp.conftest import make_problem
+from tests.webapp.live_stack import LiveStack
+from webapp.accounts.tokens import issue_token
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def stack(redis_server, tmp_path):
+    redis.Redis.from_url(redis_server).delete("gpu.cpu")  # nothing left from an earlier session
+    live = LiveStack(tmp_path).start()
+    yield live
+    live.stop()
+
+
+def watch(stack: LiveStack, run_id: int, token: str, after: int = 0, stop_after: int = 0):
+    """Events from the websocket until the run's `ended` event (or `stop_after` events)."""
+    url = f"ws://127.0.0.1:{stack.port}/ws/runs/{run_id}/?after={after}"
+    headers = {"Authorization": f"Bearer {token}"}
+    events = []
+    with connect(url, additional_headers=headers, origin=stack.base_url) as socket:
+        while True:
+            event = json.loads(socket.recv(timeout=240))["event"]
+            events.append(event)
+            ended = event["kind"] == "status" and event["payload"]["state"] == "ended"
+            if ended or len(events) == stop_after:
+                return events
+
+
+def test_an_uploaded_op_becomes_a_verified_kernel_that_builds_on_its_own(
+    stack, alice, relu_scale, tmp_path
+):
+    _, token = issue_token(alice)
+    status, problem = stack.api("POST", "/api/problems", token, {"source": relu_scale})
+    assert status == 201, problem
+    problem = stack.wait_for(
+        lambda: _settled(stack.api("GET", f"/api/problems/{problem['id']}", token)[1]),
+        300,
+        "validation",
+    )
+    assert problem["status"] == "valid", problem["reasons"]
+    assert problem["eager_ms"] > 0 and problem["sol_ms"] > 0
+
+    body = {"problem_id": problem["id"], "agent": "scripted-demo", "gpu_type": "cpu"}
+    status, run = stack.api("POST", "/api/runs", token, body)
+    assert status == 201, run
+    first = watch(stack, run["id"], token, stop_after=3)  # a viewer that leaves early...
+    rest = watch(stack, run["id"], token, after=first[-1]["seq"])  # ...and comes back
+    events = first + rest
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["payload"]["run_status"] == "succeeded", stack.logs()
+    assert stack.api("GET", f"/api/runs/{run['id']}/events?limit=1000", token)[1] == events
+    kinds = {e["kind"] for e in events}
+    assert {"thought", "tool_call", "tool_result", "candidate"} <= kinds
+
+    status, run = stack.api("GET", f"/api/runs/{run['id']}", token)
+    assert (run["status"], run["best_candidate"] is not None) == ("succeeded", True)
+    status, bundle = stack.api("GET", f"/api/runs/{run['id']}/bundle", token)
+    assert status == 200
+    zipfile.ZipFile(io.BytesIO(bundle)).extractall(tmp_path / "bundle")
+    (folder,) = (tmp_path / "bundle").iterdir()
+    built = subprocess.run(
+        [sys.executable, "build.py", "--verify", "--device", "cpu"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+
+
+def _settled(problem: dict) -> dict | None:
+    return problem if problem["status"] in ("valid", "rejected") else None
+
+
+def test_a_run_survives_its_worker_being_killed(stack, alice, relu_scale):
+    problem = make_problem(alice, relu_scale)
+    _, token = issue_token(alice)
+    body = {"problem_id": problem.pk, "agent": "scripted-slow", "gpu_type": "cpu"}
+    status, run = stack.api("POST", "/api/runs", token, body)
+    assert status == 201, run
+    watch(stack, run["id"], token, stop_after=6)  # claimed, started, thoughts: it is mid-run
+    stack.kill("worker-1")
+    stack.start_worker("worker-2")
+
+    events = watch(stack, run["id"], token)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    states = [e["payload"]["state"] for e in events if e["kind"] == "status"]
+    assert "requeued" in states, stack.logs()
+    assert states[-1] == "ended" and events[-1]["payload"]["run_status"] == "succeeded"
+    status, run = stack.api("GET", f"/api/runs/{run['id']}", token)
+    assert (run["status"], run["attempts"]) == ("succeeded", 2)

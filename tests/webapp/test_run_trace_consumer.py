@@ -1,0 +1,159 @@
+"""/ws/runs/<id>/: saved events, then live ones, each once and in order; only for those who may
+see the run. Real ASGI app, real channel layer (Redis), real database."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from tests.webapp.conftest import make_problem, make_run
+from webapp.accounts.tokens import issue_token
+from webapp.asgi import application
+from webapp.runs.trace import record_event, run_group
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_server")]
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+
+def session_cookie(user) -> tuple[bytes, bytes]:
+    client = Client()
+    client.force_login(user)
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
+def bearer(user) -> tuple[bytes, bytes]:
+    return (b"authorization", f"Bearer {issue_token(user)[1]}".encode())
+
+
+def record(run, n: int, kind: str = "thought") -> None:
+    for i in range(n):
+        record_event(run, kind, {"text": f"step {i}"})
+
+
+async def open_socket(run, headers, after: int | None = None):
+    query = "" if after is None else f"?after={after}"
+    socket = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/{query}", headers=headers)
+    connected, _ = await socket.connect()
+    assert connected
+    return socket
+
+
+async def seqs(socket, count: int) -> list[int]:
+    return [(await socket.receive_json_from(timeout=5))["event"]["seq"] for _ in range(count)]
+
+
+def test_it_sends_saved_then_live_events_in_order(alice, relu_scale):
+    run = make_run(alice, make_problem(alice, relu_scale))
+    record(run, 3)
+    headers = [ORIGIN, session_cookie(alice)]
+
+    async def scenario():
+        socket = await open_socket(run, headers)
+        assert await seqs(socket, 3) == [1, 2, 3]
+        await sync_to_async(record)(run, 2)
+        assert await seqs(socket, 2) == [4, 5]
+        assert await socket.receive_nothing(timeout=0.3)
+        await socket.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_it_resumes_after_a_sequence_number(alice, relu_scale):
+    run = make_run(alice, make_problem(alice, relu_scale))
+    record(run, 5)
+    headers = [ORIGIN, bearer(alice)]
+
+    async def scenario():
+        socket = await open_socket(run, headers, after=3)
+        assert await seqs(socket, 2) == [4, 5]
+        assert await socket.receive_nothing(timeout=0.3)
+        await socket.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_it_drops_repeats_and_fills_a_lost_message_from_the_database(alice, relu_scale):
+    run = make_run(alice, make_problem(alice, relu_scale))
+    record(run, 2)
+    headers = [ORIGIN, bearer(alice)]
+
+    async def scenario():
+        socket = await open_socket(run, headers)
+        assert await seqs(socket, 2) == [1, 2]
+        layer = get_channel_layer()
+        repeat = {"type": "trace.event", "event": {"seq": 2, "kind": "thought", "payload": {}}}
+        await layer.group_send(run_group(run.pk), repeat)
+        assert await socket.receive_nothing(timeout=0.3)
+        # Events 3 and 4 are saved but only 4's message arrives: 3 comes from the database.
+        await sync_to_async(_save_quietly)(run, 2)
+        late = {"type": "trace.event", "event": {"seq": 4, "kind": "thought", "payload": {}}}
+        await layer.group_send(run_group(run.pk), late)
+        assert await seqs(socket, 2) == [3, 4]
+        await socket.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def _save_quietly(run, n: int) -> None:
+    """Saves events without sending them, as if the channel layer had lost the messages."""
+    from webapp.runs import trace
+
+    original = trace.broadcast
+    trace.broadcast = lambda *args: None
+    try:
+        record(run, n)
+    finally:
+        trace.broadcast = original
+
+
+@pytest.mark.parametrize("who", ["charlie", "anonymous"])
+def test_it_closes_on_a_private_run_of_someone_else(alice, charlie, relu_scale, who):
+    run = make_run(alice, make_problem(alice, relu_scale))
+    record(run, 1)
+    headers = [ORIGIN] + ([session_cookie(charlie)] if who == "charlie" else [])
+
+    async def scenario():
+        socket = await open_socket(run, headers)
+        closed = await socket.receive_output(timeout=5)
+        assert closed == {"type": "websocket.close", "code": 4404}
+
+    async_to_sync(scenario)()
+
+
+def test_anyone_may_watch_a_run_on_a_public_problem(alice, relu_scale):
+    run = make_run(alice, make_problem(alice, relu_scale, public=True))
+    record(run, 2)
+
+    async def scenario():
+        socket = await open_socket(run, [ORIGIN])
+        assert await seqs(socket, 2) == [1, 2]
+        await socket.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_it_refuses_a_bad_after(alice, relu_scale):
+    run = make_run(alice, make_problem(alice, relu_scale))
+    headers = [ORIGIN, bearer(alice)]
+
+    async def scenario():
+        socket = await open_socket(run, headers, after="-1")
+        assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": 4400}
+
+    async_to_sync(scenario)()
+
+
+def test_it_refuses_a_handshake_from_another_site(alice, relu_scale):
+    run = make_run(alice, make_problem(alice, relu_scale))
+    headers = [(b"origin", b"https://evil.example"), session_cookie(alice)]
+
+    async def scenario():
+        path = f"/ws/runs/{run.pk}/"
+        socket = WebsocketCommunicator(application, path, headers=headers)
+        connected, _ = await socket.connect()
+        assert not connected
+
+    async_to_sync(scenario)()
