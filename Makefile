@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint gpu-test bench clean
+.PHONY: run test browser lint gpu-test bench clean
 
 # A torch that is already importable (a GPU host's CUDA build) is kept through
 # --system-site-packages; otherwise the CPU build is installed, never the CUDA wheels.
@@ -18,17 +18,21 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[harness,agent,web,dev]'
 	@touch $(STAMP)
 
-# Until the web app exists: validate the bundled example op, then evaluate its kernel.
-DEVICE = $$($(PY) -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
+# The whole product on this machine: embedded Redis, SQLite, the ASGI server on
+# http://127.0.0.1:8000 and one worker (cpu target without a GPU). Ctrl-C stops it all.
 run: $(STAMP)
-	@device=$(DEVICE); problems=tests/fixtures/problems; [ $$device = cuda ] && problems=$$problems/gpu; \
-	set -x; \
-	$(PY) -m gpu_workers.harness validate $$problems/relu_scale.py --device $$device && \
-	$(PY) -m gpu_workers.harness evaluate $$problems/relu_scale.py \
-		tests/fixtures/candidates/$$device/good_relu_scale --device $$device
+	$(PY) -m webapp.serve
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest tests --ignore=tests/gpu
+
+# The browser tests drive Debian's chromium through Playwright (Playwright's own browser
+# download does not work offline). Installed here when missing and apt-get can.
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		{ apt-get install -y -qq chromium >/dev/null || \
+		  { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }; }; } || \
+		echo "chromium is not installed: the browser tests will be skipped"
 
 gpu-test: $(STAMP)
 	$(PY) -m pytest tests/gpu

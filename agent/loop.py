@@ -385,10 +385,10 @@ def _cut_off_note(reply: Reply) -> str:
 def _describe_best(best: Candidate) -> str:
     eager, compiled = best.speedup_vs_eager, best.speedup_vs_compile
     if eager is None:
-        return f"Best so far: candidate #{best.index} (verified, not yet profiled)."
+        return f"Best so far: candidate {best.index + 1} (verified, not yet profiled)."
     versus_compile = "n/a" if compiled is None else f"{compiled:.2f}x"
     return (
-        f"Best so far: candidate #{best.index}, {eager:.2f}x vs eager, "
+        f"Best so far: candidate {best.index + 1}, {eager:.2f}x vs eager, "
         f"{versus_compile} vs torch.compile."
     )
 

@@ -1,0 +1,97 @@
+"""A new user in a real browser (Debian's chromium driven by Playwright) against the real stack:
+sign up, upload an op, wait for validation, start a run and watch live steps arrive."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import problem_source
+from tests.webapp.live_stack import LiveStack
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Headless chromium as root, with no reach beyond this machine.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = (
+    Path(os.environ.get("KERNELARENA_SCREENSHOTS", ""))
+    if os.environ.get("KERNELARENA_SCREENSHOTS")
+    else None
+)
+
+
+@pytest.fixture
+def stack(redis_server, tmp_path):
+    live = LiveStack(tmp_path).start()
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def page(monkeypatch):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it as root)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the test itself touches the
+    # database only before and after, through the fixtures.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        yield page
+        browser.close()
+
+
+def test_a_new_user_uploads_an_op_and_watches_the_agent_live(stack, page, tmp_path):
+    page.set_default_timeout(30_000)
+    page.goto(stack.base_url + "/accounts/signup/")
+    page.fill("input[name=username]", "dana")
+    page.fill("input[name=password1]", "a-long-enough-passphrase-42")
+    page.fill("input[name=password2]", "a-long-enough-passphrase-42")
+    page.click("button:has-text('Sign up')")
+    page.wait_for_url(stack.base_url + "/")
+
+    page.goto(stack.base_url + "/problems/new/")
+    page.fill("input[name=title]", "relu then scale")
+    page.fill("textarea[name=source]", problem_source("relu_scale"))
+    page.click("button:has-text('Upload')")
+    page.wait_for_url("**/problems/*/")
+    # The page follows validation by itself; the run button enables once the op is valid.
+    start = page.locator("button:has-text('Start a run')")
+    start.wait_for(state="visible")
+    page.wait_for_function(
+        "() => { const b = [...document.querySelectorAll('button')]"
+        ".find(b => b.textContent.includes('Start a run')); return b && !b.disabled; }",
+        timeout=300_000,
+    )
+    page.select_option("select[name=agent]", "scripted-demo")
+    start.click()
+    page.wait_for_url("**/runs/*/")
+
+    trace = page.locator("#trace > li")
+    trace.nth(4).wait_for(timeout=120_000)  # live steps arrive while the run goes on
+    page.wait_for_function(
+        "() => document.querySelector('#run').dataset.status === 'succeeded'"
+        " || document.body.innerText.includes('succeeded')",
+        timeout=300_000,
+    )
+    trace.nth(9).wait_for()  # the finished run's page replays its whole trace
+    kinds = page.locator("#trace").inner_text()
+    assert "write_file" in kinds and "profile" in kinds
+    shot = tmp_path / "run-page.png"
+    page.screenshot(path=str(shot), full_page=True)
+    if SCREENSHOTS:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, SCREENSHOTS / "run-page.png")
