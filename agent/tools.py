@@ -7,6 +7,7 @@ so the loop can record candidates and the trace can show everything.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +50,14 @@ TOOLS: list[dict] = [
         {"path": _PATH, "old_text": {"type": "string"}, "new_text": {"type": "string"}},
         ["path", "old_text", "new_text"],
     ),
+    _schema(
+        "inspect_graph",
+        "Capture the operator's computation graph with shapes (run in the sandbox): inputs, "
+        "parameters, the core ops in order, outputs, and any op the fusion compiler cannot "
+        "handle. Returns JSON.",
+        {},
+        [],
+    ),
     _schema("compile", "Build binding.cpp and kernels/ into the kernel_ext module.", {}, []),
     _schema(
         "verify",
@@ -83,7 +92,7 @@ class ToolCallError(Exception):
 class ToolResult:
     text: str  # what the model reads
     ok: bool
-    verdict: dict | None = None  # the harness's verdict, for compile, verify and profile
+    verdict: dict | None = None  # the harness's verdict (compile, verify, profile) or the graph
 
 
 def check_arguments(name: str, arguments: dict) -> None:
@@ -150,6 +159,14 @@ def _edit_file(workspace: Workspace, path: str, old_text: str, new_text: str) ->
     return ToolResult(f"Edited {path}", ok=True)
 
 
+def _inspect_graph(workspace: Workspace) -> ToolResult:
+    capture = getattr(workspace, "graph", None)
+    if not callable(capture):
+        return ToolResult("Error: this workspace cannot capture the operator's graph", ok=False)
+    graph = capture()
+    return ToolResult(format_graph(graph), ok=not graph.get("unsupported"), verdict=graph)
+
+
 def _compile(workspace: Workspace) -> ToolResult:
     verdict = workspace.compile()
     return ToolResult(summarise_compile(verdict), ok=bool(verdict.get("ok")), verdict=verdict)
@@ -170,6 +187,7 @@ _RUNNERS: dict[str, Callable[..., ToolResult]] = {
     "read_file": _read_file,
     "write_file": _write_file,
     "edit_file": _edit_file,
+    "inspect_graph": _inspect_graph,
     "compile": _compile,
     "verify": _verify,
     "profile": _profile,
@@ -181,6 +199,25 @@ _ABSOLUTE_PREFIX = re.compile(r"(?:/[^\s:/()\"']+)+/(?=kernels/|model_new\.py|bi
 _ERROR_AT_LOCATION = re.compile(
     r"[\w./-]+\.(?:cu|cuh|cpp|cc|h|hpp|py)(?::\d+|\(\d+\)).*?\berror\b", re.IGNORECASE
 )
+
+
+def format_graph(graph: dict) -> str:
+    """The Graph IR as JSON a model reads easily: one line per input, parameter, node and
+    output; json.loads gives the IR back."""
+    lines = ["{"]
+    keys = list(graph)
+    for i, key in enumerate(keys):
+        comma = "," if i < len(keys) - 1 else ""
+        value = graph[key]
+        if isinstance(value, list) and value:
+            items = [f"    {json.dumps(item)}" for item in value]
+            lines.append(f"  {json.dumps(key)}: [")
+            lines.append(",\n".join(items))
+            lines.append(f"  ]{comma}")
+        else:
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value)}{comma}")
+    lines.append("}")
+    return "\n".join(lines)
 
 
 def summarise_compile(verdict: dict) -> str:

@@ -6,7 +6,9 @@ from typing import Protocol
 
 
 class Workspace(Protocol):
-    """Files plus the three harness verbs; each verb returns the harness's verdict dict."""
+    """Files plus the harness verbs: compile, verify and profile return the harness's verdict
+    dict; graph returns the operator's Graph IR (docs/fusion.md). A workspace without graph
+    (e.g. a test's) still runs: inspect_graph then answers with an error."""
 
     def list_files(self) -> list[str]: ...
 
@@ -19,6 +21,8 @@ class Workspace(Protocol):
     def verify(self) -> dict: ...
 
     def profile(self) -> dict: ...
+
+    def graph(self) -> dict: ...
 
     def sources(self) -> dict[str, str]: ...
 

@@ -22,7 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 FIXTURES = REPO / "tests" / "fixtures"
-BEGIN, END = "<!-- begin harness -->", "<!-- end harness -->"
+from benchmark_doc import markers, write_section  # noqa: E402 (scripts/ is on sys.path)
+
+BEGIN, END = markers("harness")
 KERNELS = [
     ("relu_scale", "good_relu_scale"),
     ("row_sum", "good_row_sum"),
@@ -144,21 +146,6 @@ def render(device: str, env: dict, times: dict, repeats: list[dict], rows, comma
     return "\n".join(lines)
 
 
-def write_section(path: Path, section: str) -> None:
-    text = (
-        path.read_text()
-        if path.is_file()
-        else "# Benchmarks\n\nMeasured by scripts; each "
-        "section names the command and the device that produced it.\n"
-    )
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    path.write_text(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default=None)
@@ -184,7 +171,7 @@ def main() -> None:
     )
     section = render(device, env, times, repeats, rows, command)
     print(section)
-    write_section(args.out, section)
+    write_section(args.out, "harness", section)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import traceback
 from pathlib import Path
 
 from gpu_workers.harness import (
+    graph,
     problem,
     profile,
     roofline,
@@ -23,6 +24,7 @@ STEPS = {
     "candidate": verify.candidate_in_child,
     "baselines": profile.baselines_in_child,
     "peaks": roofline.measure_in_child,
+    "graph": graph.capture_in_child,
 }
 EXIT_RAISED = 3
 

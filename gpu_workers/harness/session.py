@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gpu_workers.harness import compile as compile_mod
 from gpu_workers.harness import environment, gpu_lock, sandbox, settings, workspace
+from gpu_workers.harness import graph as graph_mod
 from gpu_workers.harness import profile as profile_mod
 from gpu_workers.harness import verify as verify_mod
 from gpu_workers.harness.problem import ProblemError, check_source
@@ -45,6 +46,7 @@ class Session:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._base = base
         self._verified: tuple[str, tuple[dict, verify_mod.Measurement | None]] | None = None
+        self._graph: dict | None = None
 
     # ---- files (what the agent reads and writes) ----
     def list_files(self) -> list[str]:
@@ -114,6 +116,16 @@ class Session:
                 ).to_dict()
             except ProblemError as exc:
                 return profile_mod.ProfileResult(ok=False, error=str(exc)).to_dict()
+
+    def graph(self) -> dict:
+        """The problem's Graph IR (docs/fusion.md), captured in the sandbox once per session:
+        model.py is read-only."""
+        if self._graph is None:
+            with gpu_lock.hold(self.device):  # it runs the problem on the device
+                self._graph = graph_mod.capture(
+                    self.read_file("model.py"), self.device, self.protocol, workdir=self.workdir
+                )
+        return self._graph
 
     def evaluate(self) -> dict:
         """The full Verdict of DESIGN.md."""

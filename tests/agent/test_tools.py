@@ -24,6 +24,7 @@ def test_every_tool_has_an_openai_schema():
         "read_file",
         "write_file",
         "edit_file",
+        "inspect_graph",
         "compile",
         "verify",
         "profile",

@@ -18,6 +18,7 @@ def test_the_session_has_every_method_the_agent_uses():
     ]
     assert wanted == [
         "compile",
+        "graph",
         "list_files",
         "profile",
         "read_file",

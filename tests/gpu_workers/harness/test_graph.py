@@ -1,0 +1,432 @@
+"""The Graph IR (docs/fusion.md): real sandboxed captures of the fusion fixture problems on the cpu
+target, the known-bad ones (an op the compiler cannot handle, a forward fx cannot trace), and the
+lowering rules on small trusted models in this process."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from gpu_workers.harness import graph
+from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.session import Session
+from tests.conftest import FIXTURES, problem_source
+
+FUSION = FIXTURES / "problems" / "fusion"
+FLOAT32 = {"dtype": "float32"}
+
+
+def fusion_source(name: str) -> str:
+    return (FUSION / f"{name}.py").read_text()
+
+
+def capture(name: str) -> dict:
+    return graph.capture(fusion_source(name), "cpu", LOOSE)
+
+
+def i(name):
+    return {"input": name}
+
+
+def p(name):
+    return {"param": name}
+
+
+def n(name):
+    return {"node": name}
+
+
+def c(value):
+    return {"const": value}
+
+
+def node(name, op, args, shape, **attrs):
+    return {
+        "name": name,
+        "op": op,
+        "args": args,
+        "attrs": attrs,
+        "shape": shape,
+        "dtype": "float32",
+    }
+
+
+def tensor(name, shape, kind=None):
+    entry = {"name": name, "shape": shape} | FLOAT32
+    return {**entry, "kind": kind} if kind else entry
+
+
+# ---- sandboxed captures of the fixture problems ----
+
+# name: (inputs, params, nodes, outputs)
+EXPECTED = {
+    "pointwise_chain": (
+        [tensor("x", [64, 128])],
+        [tensor("weight", [128], "parameter"), tensor("bias", [128], "parameter")],
+        [
+            node("mul", "mul", [i("x"), p("weight")], [64, 128]),
+            node("add", "add", [n("mul"), p("bias")], [64, 128], alpha=1),
+            node("act", "gelu", [n("add")], [64, 128], approximate="none"),
+            node("mul_1", "mul", [n("act"), c(0.5)], [64, 128]),
+        ],
+        [n("mul_1")],
+    ),
+    "scaled_softmax": (
+        [tensor("x", [32, 64])],
+        [],
+        [
+            node("mul", "mul", [i("x"), c(2.0)], [32, 64]),
+            node("softmax", "softmax", [n("mul")], [32, 64], dim=1),
+        ],
+        [n("softmax")],
+    ),
+    "norm_residual": (
+        [tensor("x", [32, 128]), tensor("residual", [32, 128])],
+        [tensor("norm.weight", [128], "parameter"), tensor("norm.bias", [128], "parameter")],
+        [
+            node("add", "add", [i("x"), i("residual")], [32, 128], alpha=1),
+            node(
+                "norm",
+                "layer_norm",
+                [n("add"), p("norm.weight"), p("norm.bias")],
+                [32, 128],
+                normalized_shape=[128],
+                eps=1e-5,
+            ),
+        ],
+        [n("norm")],
+    ),
+    "rms_norm": (
+        [tensor("x", [16, 4, 64])],
+        [tensor("weight", [64], "parameter")],
+        [
+            node("pow_1", "pow", [i("x"), c(2)], [16, 4, 64]),
+            node("mean", "mean", [n("pow_1")], [16, 4, 1], dim=[2], keepdim=True),
+            node("add", "add", [n("mean"), c(1e-6)], [16, 4, 1], alpha=1),
+            node("rsqrt", "rsqrt", [n("add")], [16, 4, 1]),
+            node("mul", "mul", [i("x"), n("rsqrt")], [16, 4, 64]),
+            node("mul_1", "mul", [n("mul"), p("weight")], [16, 4, 64]),
+        ],
+        [n("mul_1")],
+    ),
+    "linear_gelu": (
+        [tensor("x", [32, 64])],
+        [tensor("fc.weight", [48, 64], "parameter"), tensor("fc.bias", [48], "parameter")],
+        [
+            node("fc", "linear", [i("x"), p("fc.weight"), p("fc.bias")], [32, 48]),
+            node("gelu", "gelu", [n("fc")], [32, 48], approximate="none"),
+        ],
+        [n("gelu")],
+    ),
+    "row_reductions": (
+        [tensor("x", [64, 256])],
+        [],
+        [
+            node("sum_1", "sum", [i("x")], [64, 1], dim=[1], keepdim=True),
+            node("max_1", "amax", [i("x")], [64], dim=[1], keepdim=False),
+        ],
+        [n("sum_1"), n("max_1")],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_fusable_problem_lowers_to_the_core_ops(name):
+    ir = capture(name)
+    inputs, params, nodes, outputs = EXPECTED[name]
+    assert ir["unsupported"] == []
+    assert (ir["format"], ir["device"]) == ("kernelarena.graph/1", "cpu")
+    assert ir["inputs"] == inputs
+    assert ir["params"] == params
+    assert ir["nodes"] == nodes
+    assert ir["outputs"] == outputs
+    assert json.loads(json.dumps(ir)) == ir  # plain JSON all the way down
+
+
+@pytest.mark.parametrize(
+    "name, entry",
+    [
+        (
+            "unsupported_conv",
+            "conv2d (call_module conv: Conv2d): no fused kernel for convolution yet",
+        ),
+        (
+            "unsupported_topk",
+            "topk (call_function torch.topk): not supported by the fusion compiler",
+        ),
+    ],
+)
+def test_an_op_the_compiler_cannot_handle_is_named(name, entry):
+    ir = capture(name)
+    assert ir["unsupported"] == [entry]
+    # what depends on it is not lowered (nor reported twice); inputs and params still are
+    assert ir["nodes"] == [] and ir["outputs"] == []
+    assert ir["inputs"] and ir["inputs"][0]["name"] == "x"
+    if name == "unsupported_conv":
+        assert [q["name"] for q in ir["params"]] == ["conv.weight", "conv.bias"]
+
+
+def test_an_untraceable_forward_lands_in_unsupported_and_the_parent_never_imports_it(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    before = set(sys.modules)
+    ir = capture("untraceable")
+    assert ir["unsupported"] == [
+        "forward cannot be traced by torch.fx: TraceError: symbolically traced variables "
+        "cannot be used as inputs to control flow"
+    ]
+    assert ir["nodes"] == [] and ir["inputs"] == [tensor("x", [16, 64])]
+    # The module-level side effect happened in the child's folder, never in this process.
+    assert not (tmp_path / "imported-by.pid").exists()
+    new_modules = set(sys.modules) - before
+    assert "problem_model" not in sys.modules
+    assert not any(
+        "untraceable" in str(getattr(sys.modules[m], "__file__", "")) for m in new_modules
+    )
+
+
+def test_with_a_workdir_the_child_runs_there(tmp_path):
+    ir = graph.capture(fusion_source("untraceable"), "cpu", LOOSE, workdir=tmp_path / "io")
+    assert ir["unsupported"][0].startswith("forward cannot be traced by torch.fx")
+    marker = tmp_path / "io" / "graph" / "imported-by.pid"
+    assert marker.is_file() and int(marker.read_text()) != os.getpid()
+
+
+def test_a_problem_that_fails_to_load_gives_an_empty_graph_with_the_reason():
+    broken = fusion_source("scaled_softmax").replace(
+        "return [torch.randn(32, 64)]", "raise ValueError('no inputs today')"
+    )
+    ir = graph.capture(broken, "cpu", LOOSE)
+    assert ir == graph.empty_graph("cpu", ir["unsupported"])
+    assert len(ir["unsupported"]) == 1
+    assert ir["unsupported"][0].startswith("graph: raised ValueError at model.py:")
+    assert "no inputs today" in ir["unsupported"][0]
+
+
+def test_a_forward_that_raises_names_the_node_and_the_error():
+    ir = graph.capture(problem_source("raises_in_forward"), "cpu", LOOSE)
+    assert ir["unsupported"] == [
+        "shape propagation failed at matmul: RuntimeError: mat1 and mat2 shapes cannot be "
+        "multiplied (256x1024 and 512x512)"
+    ]
+    assert ir["inputs"] == [tensor("x", [256, 1024])]
+    assert ir["params"] == [tensor("weight", [512, 512], "parameter")] and ir["nodes"] == []
+
+
+def test_a_source_that_is_not_a_problem_is_refused_before_anything_runs():
+    ir = graph.capture("def get_inputs(:\n", "cpu", LOOSE)
+    assert ir["nodes"] == [] and "syntax error" in ir["unsupported"][0]
+
+
+def test_the_session_captures_once(tmp_path, monkeypatch):
+    calls = []
+    real = graph.capture
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graph, "capture", counting)
+    with Session(fusion_source("scaled_softmax"), "cpu", root=tmp_path / "s") as session:
+        first = session.graph()
+        assert session.graph() is first
+    assert len(calls) == 1 and calls[0][1:] == ("cpu", LOOSE)
+    assert first["nodes"] == EXPECTED["scaled_softmax"][2]
+
+
+# ---- the lowering rules, on trusted models in this process ----
+
+
+def lower(model: nn.Module, *inputs) -> dict:
+    return graph.lower(model, list(inputs), "cpu")
+
+
+def ops(ir: dict) -> list[tuple]:
+    return [(q["name"], q["op"], q["args"], q["attrs"]) for q in ir["nodes"]]
+
+
+class WeightModel(nn.Module):
+    def __init__(self, forward):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 8))
+        self._forward = forward
+
+    def forward(self, x):
+        return self._forward(self, x)
+
+
+def test_x_matmul_w_transposed_is_linear_without_bias_and_x_matmul_w_is_matmul():
+    ir = lower(
+        WeightModel(lambda m, x: (torch.matmul(x, m.w.t()), x @ m.w.T, m.w @ x.unsqueeze(-1))),
+        torch.randn(3, 8),
+    )
+    assert ir["unsupported"] == []
+    assert ops(ir) == [
+        ("matmul", "linear", [i("x"), p("w"), None], {}),
+        ("matmul_1", "linear", [i("x"), p("w"), None], {}),
+        ("unsqueeze", "reshape", [i("x")], {"shape": [3, 8, 1]}),
+        ("matmul_2", "matmul", [p("w"), n("unsqueeze")], {}),
+    ]
+    assert [q["shape"] for q in ir["nodes"]] == [[3, 4], [3, 4], [3, 8, 1], [3, 4, 1]]
+
+
+def test_scalars_keep_their_side_and_rsub_its_order():
+    class M(nn.Module):
+        def forward(self, x):
+            return 1.0 - x, torch.rsub(x, 2.0, alpha=3), 2**x, x / x.size(-1)
+
+    ir = lower(M(), torch.randn(2, 5))
+    assert ops(ir) == [
+        ("sub", "sub", [c(1.0), i("x")], {"alpha": 1}),
+        ("rsub", "sub", [c(2.0), i("x")], {"alpha": 3}),
+        ("pow_1", "pow", [c(2), i("x")], {}),
+        ("truediv", "div", [i("x"), c(5)], {}),  # the size is baked in
+    ]
+
+
+def test_reduction_dims_are_normalised():
+    class M(nn.Module):
+        def forward(self, x):
+            return (
+                x.sum(),
+                torch.mean(x, (0, -1), keepdim=True),
+                x.amax(-2),
+                x.max(dim=-1).values,
+                torch.min(x, 0)[0],
+            )
+
+    ir = lower(M(), torch.randn(2, 3, 4))
+    assert [(q["op"], q["attrs"], q["shape"]) for q in ir["nodes"]] == [
+        ("sum", {"dim": [0, 1, 2], "keepdim": False}, []),
+        ("mean", {"dim": [0, 2], "keepdim": True}, [1, 3, 1]),
+        ("amax", {"dim": [1], "keepdim": False}, [2, 4]),
+        ("amin", {"dim": [0], "keepdim": False}, [3, 4]),
+        ("amax", {"dim": [2], "keepdim": False}, [2, 3]),
+    ]
+
+
+def test_modules_and_functionals_lower_to_the_same_core_ops():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.LeakyReLU(0.2),
+                nn.ELU(0.5),
+                nn.ReLU6(),
+                nn.Softplus(),
+                nn.SiLU(),
+                nn.Dropout(0.0),
+                nn.Identity(),
+                nn.Softmax(dim=-1),
+                nn.RMSNorm(6, eps=1e-6),
+                nn.Flatten(0),
+            )
+
+        def forward(self, x):
+            y = F.gelu(x, approximate="tanh") + x.clamp(min=0.0) + F.hardtanh(x, -2.0, 2.0)
+            return self.body(y.contiguous().clone().float())
+
+    ir = lower(M(), torch.randn(2, 6))
+    assert ir["unsupported"] == []
+    assert [(q["op"], q["attrs"]) for q in ir["nodes"]] == [
+        ("gelu", {"approximate": "tanh"}),
+        ("clamp", {"min": 0.0, "max": None}),
+        ("add", {"alpha": 1}),
+        ("hardtanh", {"min": -2.0, "max": 2.0}),
+        ("add", {"alpha": 1}),
+        ("identity", {}),
+        ("identity", {}),
+        ("identity", {}),
+        ("leaky_relu", {"negative_slope": 0.2}),
+        ("elu", {"alpha": 0.5}),
+        ("hardtanh", {"min": 0.0, "max": 6.0}),
+        ("softplus", {}),
+        ("silu", {}),
+        ("identity", {}),
+        ("identity", {}),
+        ("softmax", {"dim": 1}),
+        ("rms_norm", {"normalized_shape": [6], "eps": 1e-6}),
+        ("reshape", {"shape": [12]}),
+    ]
+    assert ir["nodes"][-2]["args"] == [n("body_7"), p("body.8.weight")]
+
+
+def test_what_cannot_lower_is_named_once():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.3)
+
+        def forward(self, x):
+            values, indices = torch.max(x, dim=1)
+            return (
+                x.T + 1,
+                indices,
+                self.drop(x),
+                x[:, 0],
+                torch.sigmoid(torch.cumsum(x, 0)),  # sigmoid follows cumsum: not reported
+                torch.topk(x, 2),  # dead code: never reported
+            )[:5]
+
+    ir = lower(M(), torch.randn(3, 4))
+    assert ir["unsupported"] == [
+        "getitem (call_function operator.getitem): the indices of max_1 (its item 1) are not "
+        "supported by the fusion compiler",
+        "T (call_function getattr): transposes and permutes are not supported in v1",
+        "dropout (call_module drop: Dropout): dropout with p=0.3 in training mode is random: "
+        "not supported by the fusion compiler",
+        "getitem (call_function operator.getitem): tensor indexing is not supported by the "
+        "fusion compiler",
+        "cumsum (call_function torch.cumsum): not supported by the fusion compiler",
+    ]
+
+
+def test_dropout_in_eval_mode_is_an_identity():
+    model = nn.Sequential(nn.Dropout(0.3), nn.ReLU()).eval()
+    assert [q["op"] for q in lower(model, torch.randn(2, 2))["nodes"]] == ["identity", "relu"]
+
+
+def test_in_place_ops_lower_unless_the_old_value_is_read_afterwards():
+    class Safe(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            return self.act(x * 2)
+
+    class Unsafe(nn.Module):
+        def forward(self, x):
+            y = x * 2
+            y.relu_()
+            return y
+
+    assert [q["op"] for q in lower(Safe(), torch.randn(2, 2))["nodes"]] == ["mul", "relu"]
+    assert lower(Unsafe(), torch.randn(2, 2))["unsupported"] == [
+        "relu_ (call_method relu_): in-place on mul, which is used afterwards"
+    ]
+
+
+def test_only_float32_tensor_inputs_are_supported():
+    class M(nn.Module):
+        def forward(self, x, y, k):
+            return x * k + y.float()
+
+    ir = lower(M(), torch.randn(2), torch.ones(2, dtype=torch.float16), 3)
+    assert ir["inputs"] == [
+        tensor("x", [2]),
+        {"name": "y", "shape": [2], "dtype": "float16"},
+        {"name": "k", "shape": None, "dtype": "int"},
+    ]
+    assert ir["unsupported"] == [
+        "input y: float16 tensors are not supported by the fusion compiler (float32 only)",
+        "input k: a int, not a tensor; only tensors are supported",
+        "float (call_method float): converts float16 to float32; only float32 is supported in v1",
+    ]
