@@ -25,7 +25,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 DEFAULT_AGENTS_FILE = Path(__file__).parent / "configs" / "agents.toml"
-BACKENDS = ("openai", "text", "scripted")
+BACKENDS = ("openai", "text", "scripted", "fusion")
 # How requests travel, not what the agent does: left out of a config's identity.
 _TRANSPORT = (
     "api_key_env",
@@ -69,7 +69,8 @@ class Prices:
 class AgentConfig:
     name: str
     version: str = "1"
-    backend: str = "openai"  # openai (native tool calls) | text (text actions) | scripted
+    # openai (native tool calls) | text (text actions) | scripted | fusion (no model)
+    backend: str = "openai"
     model: str = ""
     base_url: str = ""
     api_key_env: str = ""  # name of the environment variable holding the key; "" for none
@@ -109,7 +110,10 @@ def load_agents(path: Path | str) -> dict[str, AgentConfig]:
         text = path.read_text()
     except OSError as error:
         raise ConfigError(f"cannot read agents file {path}: {error}") from error
-    data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"agents file {path} is not valid: {error}") from error
     agents = data.get("agents")
     if not isinstance(agents, dict) or not agents:
         raise ConfigError(f"{path} has no [agents.<name>] tables")
@@ -157,6 +161,8 @@ def agent_from_table(name: str, table: dict, base_dir: Path) -> AgentConfig:
         if not config.script:
             raise ConfigError(f"agent {name!r}: the scripted backend needs `script`")
         return dataclasses.replace(config, script=str((base_dir / config.script).resolve()))
+    if config.backend == "fusion":
+        return config  # the built-in compiler: no model, no endpoint
     if not config.model or not config.base_url:
         raise ConfigError(f"agent {name!r}: the {config.backend} backend needs model and base_url")
     return config

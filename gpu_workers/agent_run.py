@@ -93,8 +93,6 @@ def _finish(run: Run, result: RunResult | None, detail: str) -> str:
         error = "" if status == RunStatus.SUCCEEDED else detail
         if status == RunStatus.FAILED and result is not None:
             error = f"no verified candidate ({result.status}): {detail}".strip()
-        Run.objects.filter(pk=run.pk).update(
-            status=status, error=error, finished=timezone.now(), heartbeat=timezone.now()
-        )
+        Run.objects.filter(pk=run.pk).update(status=status, error=error, finished=timezone.now())
         end_event(run, status, error or detail)
     return f"run {run.pk} {status}"

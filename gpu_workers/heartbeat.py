@@ -8,7 +8,7 @@ import threading
 from django.db import connection
 from django.utils import timezone
 
-from webapp.runs.models import Run, RunStatus
+from webapp.runs.models import Run
 
 
 class Heartbeat:
@@ -21,7 +21,8 @@ class Heartbeat:
     def _beat(self) -> None:
         try:
             while not self._stop.wait(self.every_s):
-                Run.objects.filter(pk=self.run_id, status=RunStatus.RUNNING).update(
+                # Cancelled runs too: the worker still owes them their `ended` event.
+                Run.objects.filter(pk=self.run_id, heartbeat__isnull=False).update(
                     heartbeat=timezone.now()
                 )
         finally:

@@ -95,4 +95,5 @@ class TraceRecorder:
                 "completion_tokens": usage.completion_tokens,
                 "cost_dollars": usage.cost_usd,
             }
-        Run.objects.filter(pk=self.run.pk).update(heartbeat=timezone.now(), **spend)
+        Run.objects.filter(pk=self.run.pk).update(**spend)
+        Run.objects.filter(pk=self.run.pk, heartbeat__isnull=False).update(heartbeat=timezone.now())

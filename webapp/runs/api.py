@@ -25,7 +25,7 @@ class EventParams(Schema):
 
 
 def _visible_run(request: HttpRequest, run_id: int) -> Run | None:
-    runs = Run.objects.visible_to(request.user).select_related("owner", "problem")
+    runs = Run.objects.visible_to(request.user).select_related("owner", "problem", "best_candidate")
     return runs.filter(pk=run_id).first()
 
 
@@ -65,7 +65,7 @@ def create_run(request: HttpRequest, body: RunIn):
 @router.get("", response={200: list[RunOut], 401: ErrorOut})
 def list_runs(request: HttpRequest, params: Query[ListParams]):
     """Your runs and runs on public problems, newest first; `problem` filters by problem id."""
-    runs = Run.objects.visible_to(request.user).select_related("owner")
+    runs = Run.objects.visible_to(request.user).select_related("owner", "best_candidate")
     if params.problem is not None:
         runs = runs.filter(problem_id=params.problem)
     return runs[params.offset : params.offset + params.limit]

@@ -8,6 +8,7 @@ the GPU type's queue) when Django starts; tests swap the list.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -51,8 +52,11 @@ def start_run(owner, problem: Problem, agent: str, gpu_type: str, protocol: str)
             f"problem {problem.pk} is {problem.status}, not valid: a run can start once "
             f"validation has passed{detail}"
         )
-    _check_rate(owner)
     with transaction.atomic():
+        # One user's run creations queue on their row, so simultaneous requests cannot all
+        # slip under the hourly limit.
+        type(owner).objects.select_for_update().filter(pk=owner.pk).first()
+        _check_rate(owner)
         run = Run.objects.create(
             problem=problem, owner=owner, agent=agent, gpu_type=gpu_type, protocol=protocol
         )
@@ -65,11 +69,13 @@ def _check_rate(owner) -> None:
     recent = Run.objects.filter(owner=owner, created__gte=hour_ago).order_by("created")
     count, limit = recent.count(), settings.RUNS_PER_HOUR
     if count >= limit:
+        # The run that must leave the window before one more fits; round the wait up.
         oldest = recent.values_list("created", flat=True)[count - limit]
-        wait = max(1, int((oldest + timedelta(hours=1) - timezone.now()).total_seconds() // 60))
+        seconds = (oldest + timedelta(hours=1) - timezone.now()).total_seconds()
+        wait = max(1, math.ceil(seconds / 60))
         raise RateLimited(
             f"you started {count} runs in the last hour and the limit is {limit}: "
-            f"try again in {wait} minutes"
+            f"try again in {wait} minute{'s' if wait > 1 else ''}"
         )
 
 
@@ -101,5 +107,7 @@ def cancel_run(run: Run) -> None:
 
 
 def end_event(run: Run, status: str, detail: str) -> None:
-    """The last event of every run: viewers close their connection on it."""
+    """The last event of every run: viewers close their connection on it. Clearing the heartbeat
+    says no worker answers for the run any more (webapp.runs.recovery reads it)."""
+    Run.objects.filter(pk=run.pk).update(heartbeat=None)
     record_event(run, "status", {"state": "ended", "run_status": status, "detail": detail})

@@ -1,9 +1,10 @@
 """Runs whose worker died: re-queued, or failed once they have used their attempts.
 
-A running worker touches Run.heartbeat every RUN_HEARTBEAT_S seconds. A run whose heartbeat is
-older than RUN_STALE_AFTER_S lost its worker (killed, out of memory, host gone): every worker
-calls reap_stale_runs at start and then periodically, so no run stays "running" for good. The
-conditional updates make concurrent reapers harmless: one wins, the others match no row.
+A claimed run's worker touches Run.heartbeat every RUN_HEARTBEAT_S seconds until it writes the
+run's `ended` event, which clears it. A heartbeat older than RUN_STALE_AFTER_S means the worker
+is gone (killed, out of memory, host lost): every worker calls reap_stale_runs at start and then
+periodically, so no run stays "running", and no trace stays open, for good. Conditional updates
+make concurrent reapers harmless: one wins, the others match no row.
 """
 
 from __future__ import annotations
@@ -26,7 +27,18 @@ def reap_stale_runs() -> list[int]:
     """Recover every running run with a stale heartbeat; returns the ids recovered."""
     cutoff = timezone.now() - timedelta(seconds=settings.RUN_STALE_AFTER_S)
     stale = Run.objects.filter(status=RunStatus.RUNNING, heartbeat__lt=cutoff)
-    return [run.pk for run in stale if _recover(run, cutoff)]
+    recovered = [run.pk for run in stale if _recover(run, cutoff)]
+    # Cancelled while running, then the worker died before it could close the trace.
+    orphans = Run.objects.filter(status=RunStatus.CANCELLED, heartbeat__lt=cutoff)
+    return recovered + [run.pk for run in orphans if _close_cancelled(run, cutoff)]
+
+
+def _close_cancelled(run: Run, cutoff) -> bool:
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run.pk, heartbeat__lt=cutoff).update(heartbeat=None):
+            return False
+        end_event(run, RunStatus.CANCELLED, f"cancelled; its worker {run.worker} stopped answering")
+    return True
 
 
 def _recover(run: Run, cutoff) -> bool:

@@ -1,0 +1,52 @@
+"""gpu_workers.problem_validation.validate: the harness runs an uploaded problem in the sandbox on
+the cpu target and the row gets the verdict; a second delivery of the task changes nothing."""
+
+from __future__ import annotations
+
+from gpu_workers import problem_validation
+from tests.conftest import problem_source
+from tests.webapp.conftest import make_problem
+from webapp.problems.models import Problem, ProblemStatus
+
+
+def test_it_makes_a_good_problem_valid_with_its_measurements(alice, relu_scale):
+    problem = make_problem(alice, relu_scale, valid=False)
+
+    assert problem_validation.validate(problem.pk) == f"problem {problem.pk} valid"
+
+    problem.refresh_from_db()
+    assert (problem.status, problem.reasons, problem.validated_on) == ("valid", [], "cpu")
+    assert problem.eager_ms > 0 and problem.compile_ms > 0
+    assert problem.flops == 0  # relu and a scalar multiply: no matmul or convolution FLOPs
+    assert problem.bytes_moved == 2 * 256 * 1024 * 4  # read x once, write y once, fp32
+    assert problem.sol_ms > 0
+
+
+def test_it_rejects_a_problem_whose_output_is_constant(alice):
+    problem = make_problem(alice, problem_source("degenerate_constant"), valid=False)
+
+    assert problem_validation.validate(problem.pk) == f"problem {problem.pk} rejected"
+
+    problem.refresh_from_db()
+    assert problem.status == ProblemStatus.REJECTED and problem.validated_on == "cpu"
+    assert any("constant" in reason for reason in problem.reasons), problem.reasons
+    assert problem.eager_ms is None and problem.sol_ms is None
+
+
+def test_it_leaves_a_validated_problem_alone(alice, relu_scale):
+    valid = make_problem(alice, relu_scale)  # as the first delivery of the task left it
+    Problem.objects.filter(pk=valid.pk).update(
+        eager_ms=9.0, compile_ms=1.0, flops=0, bytes_moved=2097152, sol_ms=0.1, validated_on="cpu"
+    )
+    rejected = make_problem(alice, problem_source("degenerate_constant"), valid=False)
+    Problem.objects.filter(pk=rejected.pk).update(
+        status=ProblemStatus.REJECTED, reasons=["output is (nearly) constant"]
+    )
+    before = list(Problem.objects.order_by("pk").values())
+
+    for problem in (valid, rejected):
+        outcome = problem_validation.validate(problem.pk)
+        assert outcome == f"problem {problem.pk} is gone or already validated"
+
+    assert list(Problem.objects.order_by("pk").values()) == before
+    assert problem_validation.validate(rejected.pk + 1000).endswith("is gone or already validated")
