@@ -8,6 +8,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, ValidationError
 
 from webapp.accounts.authentication import API_AUTH
+from webapp.leaderboard.api import router as leaderboard_router
 from webapp.problems.api import router as problems_router
 from webapp.runs.api import router as runs_router
 
@@ -18,6 +19,7 @@ api = NinjaAPI(
 )
 api.add_router("/problems", problems_router)
 api.add_router("/runs", runs_router)
+api.add_router("/leaderboard", leaderboard_router)
 
 
 @api.exception_handler(AuthenticationError)

@@ -100,6 +100,10 @@ def make_backend(config: AgentConfig) -> Backend:
         from agent.backends.scripted import ScriptedBackend
 
         return ScriptedBackend.from_file(config.script)
+    if config.backend == "fusion":
+        from agent.fusion.backend import FusionBackend
+
+        return FusionBackend()
     from agent.backends.openai import OpenAIBackend
 
     if config.backend == "text":

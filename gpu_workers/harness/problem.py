@@ -138,6 +138,15 @@ def apply_precision(protocol: Protocol) -> None:
         torch.backends.cudnn.allow_tf32 = False
 
 
+def timing_precision(protocol: Protocol) -> None:
+    """Baselines race the candidate under the same arithmetic: where the protocol admits tensor
+    cores (as a candidate's cuBLAS call may use TF32), eager and torch.compile may use them too.
+    Correctness references keep plain fp32 (apply_precision)."""
+    if protocol.allow_tensor_cores:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+
 def validate_in_child(request: dict) -> dict:
     from gpu_workers.harness import timing
 
@@ -163,6 +172,7 @@ def validate_in_child(request: dict) -> dict:
     if reason:
         return {"ok": False, "reasons": [reason], **report}
     sets = [make_inputs(module, seed, device) for seed in protocol.timing_seeds]
+    timing_precision(protocol)
     with torch.no_grad():
         timings, _ = timing.measure(
             {"eager": model, "compile": compiled},

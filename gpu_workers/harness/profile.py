@@ -62,12 +62,18 @@ class ProfileResult:
 # ---- parent side ------------------------------------------------------------------------------
 
 
+# Bumped whenever how baselines are measured changes, so no cached number outlives its method.
+# 2: TF32 admitted for the baselines where the protocol admits tensor cores.
+BASELINE_METHOD = 2
+
+
 def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
     name = environment.device_name(device, settings.gpu_index())
     key = re.sub(
         r"[^A-Za-z0-9.]+", "-", f"{name}-torch{torch.__version__}-cuda{torch.version.cuda}"
     )
-    return settings.cache_dir() / "baselines" / key / f"{sha}-{protocol.name}.json"
+    file = f"{sha}-{protocol.name}-m{BASELINE_METHOD}.json"
+    return settings.cache_dir() / "baselines" / key / file
 
 
 def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
@@ -151,6 +157,7 @@ def _mode_key(mode: str) -> str:
 def baselines_in_child(request: dict) -> dict:
     device, protocol = request["device"], Protocol.from_request(request["protocol"])
     problem_mod.apply_precision(protocol)
+    problem_mod.timing_precision(protocol)
     problem = problem_mod.load_module(Path(request["problem"]), "problem_model")
     model = problem_mod.build_model(problem, device, protocol.init_seed)
     fns = {"eager_ms": model}
@@ -167,6 +174,7 @@ def baselines_in_child(request: dict) -> dict:
 def time_candidate(problem, model_new, device: str, protocol: Protocol, out_dir: Path) -> dict:
     """Times the candidate beside eager on rotating inputs; saves the outputs of its last timed
     call on each input set for the parent to re-check."""
+    problem_mod.timing_precision(protocol)  # the correctness trials are over by now
     reference = problem_mod.build_model(problem, device, protocol.init_seed)
     sets = [problem_mod.make_inputs(problem, s, device) for s in protocol.timing_seeds]
     with torch.no_grad():

@@ -70,15 +70,32 @@ class LiveStack:
             "PYTHONUNBUFFERED": "1",
         }
         self.processes: dict[str, subprocess.Popen] = {}
+        self.web_options: tuple[str, ...] = ()
 
     def start(self) -> LiveStack:
-        self.spawn(
-            "web",
-            [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--port", str(self.port)],
-        )
+        self.spawn("web", self._web_command())
         self.start_worker("worker-1")
         self.wait_for(lambda: self._answers(), 60, "the web server to answer")
         return self
+
+    def start_web(self, *options: str) -> LiveStack:
+        """The web server alone, with no worker to claim runs; `options` go to uvicorn (e.g.
+        "--ws", "none": a server that refuses websocket handshakes)."""
+        self.web_options = options
+        self.spawn("web", self._web_command())
+        self.wait_for(lambda: self._answers(), 60, "the web server to answer")
+        return self
+
+    def stop_web(self) -> None:
+        """Kills the web server, as a crash would: every websocket drops. start_web() starts it
+        again on the same port."""
+        process = self.processes["web"]
+        self.kill("web")
+        process.wait(timeout=20)
+
+    def _web_command(self) -> list[str]:
+        return [sys.executable, "-m", "uvicorn", "webapp.asgi:application",
+                "--port", str(self.port), *self.web_options]  # fmt: skip
 
     def start_worker(self, name: str) -> None:
         command = [sys.executable, "-m", "celery", "-A", "webapp.celery", "worker", "-l", "info",
@@ -86,7 +103,7 @@ class LiveStack:
         self.spawn(name, command)
 
     def spawn(self, name: str, command: list[str]) -> None:
-        log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
+        log = open(self.folder / f"{name}.log", "a")  # noqa: SIM115 (closed with the process)
         self.processes[name] = subprocess.Popen(
             command, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,

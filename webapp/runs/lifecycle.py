@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -55,7 +56,7 @@ def start_run(owner, problem: Problem, agent: str, gpu_type: str, protocol: str)
     with transaction.atomic():
         # One user's run creations queue on their row, so simultaneous requests cannot all
         # slip under the hourly limit.
-        type(owner).objects.select_for_update().filter(pk=owner.pk).first()
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
         _check_rate(owner)
         run = Run.objects.create(
             problem=problem, owner=owner, agent=agent, gpu_type=gpu_type, protocol=protocol

@@ -1,0 +1,13 @@
+"""The fusion compiler: Graph IR (docs/fusion.md) in, fused CUDA or OpenMP C++ kernels out.
+
+Pure Python, no torch: ir (parse + broadcasting), plan (partition into kernels), body (each
+kernel's expression DAG), expressions (the op table), cuda_codegen / cpu_codegen (kernel
+sources), model_codegen (binding and model_new.py), compiler (compile_graph); backend (the
+agent policy that drives them through the tools).
+"""
+
+from agent.fusion.backend import FusionBackend
+from agent.fusion.compiler import compile_graph
+from agent.fusion.program import FusionProgram
+
+__all__ = ["FusionBackend", "FusionProgram", "compile_graph"]

@@ -1,0 +1,148 @@
+"""The fusion agent's policy: a Backend of the agent loop that needs no model.
+
+It acts only through the tools, so its trace reads like an LLM's: inspect_graph (the harness
+captures the op's graph in the sandbox), then write_file of the kernels the fusion compiler
+generates, compile, verify, profile; then it tunes, one launch parameter at a time, by rewriting
+model_new.py and profiling each configuration (the fastest verified candidate is the run's result
+whatever comes after); finish. An op it cannot compile ends the run with the reason and no kernel.
+
+The policy is a generator: each `yield` is a reply; what comes back is the tool results to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Generator
+
+from agent.backends import Reply, ToolCall, Usage
+from agent.fusion.compiler import compile_graph
+from agent.fusion.program import FusionProgram
+
+_SPEEDUP = re.compile(r"eager [^|(]*\((\d+(?:\.\d+)?)x\)")
+
+Results = list[dict]  # the tool messages that answered the previous reply
+Policy = Generator[Reply, Results, None]
+
+
+class FusionBackend:
+    def __init__(self) -> None:
+        self._policy: Policy | None = None
+        self._calls = 0
+
+    def complete(self, messages: list[dict], tools: list[dict]) -> Reply:
+        if self._policy is None:
+            self._policy = self._run()
+            return next(self._policy)
+        try:
+            return self._policy.send(_latest_results(messages))
+        except StopIteration:  # finish was the last reply; the loop should have ended
+            return self._reply("Done.", ("finish", {"summary": "done"}))
+
+    # ---- the policy ----
+    def _run(self) -> Policy:
+        results = yield self._reply(
+            "Capture the op's graph with shapes (the harness runs it in the sandbox).",
+            ("inspect_graph", {}),
+        )
+        graph = _json(results[0]["content"]) if results and _ok(results[0]) else None
+        if graph is None:
+            yield self._finish(f"Could not capture the graph: {_first_line(results)}")
+            return
+        program = compile_graph(graph)
+        if program.unsupported:
+            reasons = "; ".join(program.unsupported)
+            yield self._finish(f"The fusion compiler cannot handle this op: {reasons}")
+            return
+        writes = [("write_file", {"path": p, "content": t}) for p, t in program.files.items()]
+        results = yield self._reply(program.summary(), *writes)
+        if not all(_ok(r) for r in results):
+            yield self._finish(f"Writing the kernels failed: {_first_line(results)}")
+            return
+        results = yield self._reply("Build the kernels.", ("compile", {}))
+        if not _ok(results[0]):
+            yield self._finish("The generated kernels did not compile (a fusion compiler bug).")
+            return
+        results = yield self._reply("Check them against the reference.", ("verify", {}))
+        if not _ok(results[0]):
+            yield self._finish("The generated kernels did not verify (a fusion compiler bug).")
+            return
+        results = yield self._reply("Time the default launch configuration.", ("profile", {}))
+        best = yield from self._tune(program, _speedup(results[0]))
+        yield self._finish(f"Fused {len(program.kernels)} kernel(s); best launch: {best}.")
+
+    def _tune(self, program: FusionProgram, baseline: float | None) -> Generator:
+        """Coordinate descent over each kernel's tunables; returns the best launch found."""
+        best, best_speedup = copy.deepcopy(program.launch), baseline or 0.0
+        for kernel in program.kernels:
+            for param, values in kernel.tunables.items():
+                for value in values:
+                    if value == best[kernel.name][param]:
+                        continue
+                    trial = copy.deepcopy(best)
+                    trial[kernel.name][param] = value
+                    results = yield self._reply(
+                        f"Try {kernel.name} {param}={value}.",
+                        (
+                            "write_file",
+                            {"path": "model_new.py", "content": program.model_new(trial)},
+                        ),
+                        ("profile", {}),
+                    )
+                    speedup = _speedup(results[-1]) if _ok(results[-1]) else None
+                    if speedup is not None and speedup > best_speedup:
+                        best, best_speedup = trial, speedup
+        # Leave the workspace at the best configuration (already profiled: finish re-uses it).
+        yield self._reply(
+            f"Keep the fastest configuration ({best_speedup:.2f}x vs eager).",
+            ("write_file", {"path": "model_new.py", "content": program.model_new(best)}),
+        )
+        return best
+
+    # ---- replies ----
+    def _reply(self, thought: str, *calls: tuple[str, dict]) -> Reply:
+        tool_calls = []
+        for name, arguments in calls:
+            self._calls += 1
+            raw = json.dumps(arguments)
+            tool_calls.append(ToolCall(f"fusion_{self._calls}", name, raw, arguments))
+        # No model, no tokens: the usage stays zero rather than an estimate.
+        return Reply(content=thought, tool_calls=tool_calls, usage=Usage())
+
+    def _finish(self, summary: str) -> Reply:
+        return self._reply(summary, ("finish", {"summary": summary}))
+
+
+def _latest_results(messages: list[dict]) -> Results:
+    """The tool messages after the last assistant message."""
+    results: Results = []
+    for message in reversed(messages):
+        if message["role"] == "assistant":
+            break
+        if message["role"] == "tool":
+            results.append(message)
+    return results[::-1]
+
+
+def _ok(result: dict) -> bool:
+    text = result.get("content") or ""
+    return not (text.startswith("Error") or ": FAILED" in text.split("\n", 1)[0])
+
+
+def _json(text: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _speedup(result: dict) -> float | None:
+    match = _SPEEDUP.search(result.get("content") or "")
+    return float(match.group(1)) if match else None
+
+
+def _first_line(results: Results) -> str:
+    failed = next((r for r in results if not _ok(r)), results[0] if results else {})
+    return (failed.get("content") or "no result").splitlines()[0][:300]

@@ -1,0 +1,256 @@
+"""A planned kernel's arithmetic as a small expression DAG (the kernel body), which both code
+generators walk.
+
+Every IR node of a kernel lowers to body nodes: loads of buffers computed elsewhere (with the
+broadcast index terms of the node that reads them), constants, pointwise ops (expressions.py),
+reductions along the row (sum, max, min) and, in a GEMM's epilogue, the accumulator. Row ops
+lower to their textbook passes: softmax = max, then sum of exp(x - max), then exp(x - max) / sum;
+layer_norm = mean, then the mean of squared deviations (two-pass), then the normalised row.
+
+Each body node has a level: "elem" (one value per element of the kernel's element space) or
+"row" (one value per row), and a depth: how many reductions must finish before it is known. A
+row kernel makes one sweep over each row per depth, then a final sweep writing element outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.fusion import expressions
+from agent.fusion.ir import Ref, Term, broadcast_terms, numel
+from agent.fusion.plan import Kernel, Plan
+
+FLOAT32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's eps=None
+
+
+@dataclass
+class BNode:
+    id: int
+    kind: str  # "load" | "const" | "op" | "reduce" | "acc"
+    level: str  # "elem" | "row"
+    depth: int = 0
+    op: str = ""  # op: an expressions.py op; reduce: "sum" | "max" | "min"
+    attrs: dict = field(default_factory=dict)
+    args: tuple[int, ...] = ()
+    buffer: str = ""  # load: the buffer's C name
+    terms: tuple[Term, ...] = ()  # load: index terms over a space of `total` elements
+    total: int = 0
+    value: float = 0.0  # const
+
+
+@dataclass(frozen=True)
+class Output:
+    node: str  # the IR node written
+    bnode: int
+    buffer: str
+    level: str
+
+
+@dataclass
+class Body:
+    """The expression DAG of one kernel, in creation (topological) order."""
+
+    kernel: Kernel
+    nodes: list[BNode] = field(default_factory=list)
+    outputs: list[Output] = field(default_factory=list)
+    value_of: dict[str, int] = field(default_factory=dict)  # IR node -> body node
+    _memo: dict = field(default_factory=dict)
+
+    def _add(self, key, **fields) -> int:
+        if key is not None and key in self._memo:
+            return self._memo[key]
+        node = BNode(id=len(self.nodes), **fields)
+        self.nodes.append(node)
+        if key is not None:
+            self._memo[key] = node.id
+        return node.id
+
+    def const(self, value: float, level: str) -> int:
+        return self._add(("const", float(value), level), kind="const", level=level, value=value)
+
+    def load(self, buffer: str, terms: tuple[Term, ...], total: int, level: str) -> int:
+        key = ("load", buffer, terms, total, level)
+        return self._add(key, kind="load", level=level, buffer=buffer, terms=terms, total=total)
+
+    def acc(self) -> int:
+        return self._add(("acc",), kind="acc", level="elem")
+
+    def op(self, op: str, args: list[int], level: str, attrs: dict | None = None) -> int:
+        depth = max((self.nodes[a].depth for a in args), default=0)
+        return self._add(
+            None, kind="op", level=level, depth=depth, op=op, attrs=attrs or {}, args=tuple(args)
+        )
+
+    def reduce(self, op: str, arg: int) -> int:
+        depth = self.nodes[arg].depth + 1
+        return self._add(None, kind="reduce", level="row", depth=depth, op=op, args=(arg,))
+
+    # ---- queries the generators use ----
+    def loads(self, level: str) -> list[BNode]:
+        return [n for n in self.nodes if n.kind == "load" and n.level == level]
+
+    def reductions(self) -> list[BNode]:
+        return [n for n in self.nodes if n.kind == "reduce"]
+
+    @property
+    def sweeps(self) -> int:
+        """Passes over each row that compute reductions (depth d reductions in sweep d - 1)."""
+        return max((n.depth for n in self.reductions()), default=0)
+
+    def closure(self, targets: list[int]) -> list[BNode]:
+        """The element-level nodes `targets` need, in order (row-level values are inputs)."""
+        seen: set[int] = set()
+        stack = list(targets)
+        while stack:
+            i = stack.pop()
+            node = self.nodes[i]
+            if i in seen or node.level != "elem":
+                continue
+            seen.add(i)
+            stack += list(node.args)
+        return [n for n in self.nodes if n.id in seen]
+
+    def row_closure(self, targets: list[int]) -> list[BNode]:
+        """Row-level nodes (not reductions' inputs) that `targets` need."""
+        seen: set[int] = set()
+        stack = list(targets)
+        while stack:
+            i = stack.pop()
+            node = self.nodes[i]
+            if i in seen:
+                continue
+            seen.add(i)
+            if node.kind != "reduce":
+                stack += list(node.args)
+        return [n for n in self.nodes if n.id in seen and n.level == "row"]
+
+    def elem_outputs(self) -> list[Output]:
+        return [o for o in self.outputs if o.level == "elem"]
+
+    def row_outputs(self) -> list[Output]:
+        return [o for o in self.outputs if o.level == "row"]
+
+
+def row_passes(body: Body) -> list[tuple[str, list[BNode], list[int]]]:
+    """The sweeps over each row: ("reduce", element nodes computed, reduction nodes) per
+    reduction depth, then ("write", element nodes computed, output nodes) if any."""
+    passes = []
+    for d in range(body.sweeps):
+        reds = [n.id for n in body.reductions() if n.depth == d + 1]
+        targets = [body.nodes[r].args[0] for r in reds]
+        passes.append(("reduce", body.closure(targets), reds))
+    outs = body.elem_outputs()
+    if outs:
+        passes.append(("write", body.closure([o.bnode for o in outs]), [o.bnode for o in outs]))
+    return passes
+
+
+def buffer_name(ref: Ref, names: dict[tuple[str, str], str]) -> str:
+    return names[(ref.kind, ref.name)]
+
+
+class _Lowering:
+    def __init__(self, plan: Plan, kernel: Kernel, names: dict, acc_buffer: str | None):
+        self.plan = plan
+        self.graph = plan.graph
+        self.kernel = kernel
+        self.names = names
+        self.acc_buffer = acc_buffer
+        self.body = Body(kernel)
+
+    def arg(self, ref: Ref, consumer_shape: tuple[int, ...], level: str) -> int:
+        body = self.body
+        if ref.kind == "const":
+            return body.const(ref.value, level)
+        root = self.plan.resolve(ref)
+        if root.kind == "node" and root.name in body.value_of:
+            return body.value_of[root.name]
+        terms = broadcast_terms(self.graph.shape_of(ref), consumer_shape)
+        assert terms is not None, f"{ref} does not broadcast to {consumer_shape}"
+        buffer = buffer_name(root, self.names)
+        return body.load(buffer, terms, numel(consumer_shape), level)
+
+    def lower(self, name: str) -> int:
+        node = self.graph.node_by_name[name]
+        level = self.plan.level[name]
+        body = self.body
+        if node.op in ("linear", "matmul", "mm", "bmm"):
+            if self.acc_buffer is None:
+                value = body.acc()
+            else:
+                total = numel(node.shape)
+                value = body.load(self.acc_buffer, (Term(1, total, 1),), total, "elem")
+            gemm = self.kernel.gemm
+            if gemm.bias is not None:
+                bias = self.arg(gemm.bias, node.shape, "elem")
+                value = body.op("add", [value, bias], "elem")
+            else:
+                value = body.op("identity", [value], "elem")
+            return value
+        if node.op in expressions.POINTWISE_OPS:
+            args = [self.arg(a, node.shape, level) for a in node.args if a.kind != "none"]
+            return body.op(node.op, args, level, node.attrs)
+        return self.lower_row_op(node)
+
+    def lower_row_op(self, node) -> int:
+        body = self.body
+        cols = self.kernel.cols
+        x_ref = node.args[0]
+        x_shape = self.graph.shape_of(x_ref)
+        x = self.arg(x_ref, x_shape, "elem")
+        op = node.op
+        if op in ("sum", "amax", "amin"):
+            red = body.reduce({"sum": "sum", "amax": "max", "amin": "min"}[op], x)
+            return body.op("identity", [red], "row")
+        if op == "mean":
+            total = body.reduce("sum", x)
+            return body.op("div", [total, body.const(cols, "row")], "row")
+        if op in ("softmax", "log_softmax"):
+            top = body.reduce("max", x)
+            shifted = body.op("sub", [x, top], "elem")
+            e = body.op("exp", [shifted], "elem")
+            total = body.reduce("sum", e)
+            if op == "softmax":
+                return body.op("div", [e, total], "elem")
+            log_total = body.op("log", [total], "row")
+            return body.op("sub", [shifted, log_total], "elem")
+        eps = node.attrs.get("eps")
+        if eps is None:
+            eps = 1e-5 if op == "layer_norm" else FLOAT32_EPS
+        cols_c = body.const(cols, "row")
+        if op == "layer_norm":
+            mean = body.op("div", [body.reduce("sum", x), cols_c], "row")
+            dev = body.op("sub", [x, mean], "elem")
+            square = body.op("mul", [dev, dev], "elem")
+            var = body.op("div", [body.reduce("sum", square), cols_c], "row")
+            rstd = body.op("rsqrt", [body.op("add", [var, body.const(eps, "row")], "row")], "row")
+            value = body.op("mul", [dev, rstd], "elem")
+            extras = list(node.args[1:3])
+        else:  # rms_norm
+            square = body.op("mul", [x, x], "elem")
+            ms = body.op("div", [body.reduce("sum", square), cols_c], "row")
+            rstd = body.op("rsqrt", [body.op("add", [ms, body.const(eps, "row")], "row")], "row")
+            value = body.op("mul", [x, rstd], "elem")
+            extras = list(node.args[1:2])
+        for ref, combine in zip(extras, ("mul", "add"), strict=False):
+            if ref.is_tensor:
+                value = body.op(combine, [value, self.arg(ref, x_shape, "elem")], "elem")
+        return value
+
+
+def lower_kernel(
+    plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str], acc_buffer: str | None = None
+) -> Body:
+    """The body of `kernel`. `names` maps (ref kind, name) to buffer C names; `acc_buffer` names
+    the buffer a GEMM wrote its product to (CUDA), None where the accumulator is in registers."""
+    lowering = _Lowering(plan, kernel, names, acc_buffer)
+    body = lowering.body
+    for name in kernel.nodes:
+        body.value_of[name] = lowering.lower(name)
+    materialised = set(plan.materialised)
+    for name in kernel.nodes:
+        if name in materialised:
+            bnode = body.value_of[name]
+            buffer = names[("node", name)]
+            body.outputs.append(Output(name, bnode, buffer, body.nodes[bnode].level))
+    return body

@@ -1,0 +1,430 @@
+"""Partitions a Graph into kernels (docs/fusion.md, "Planning").
+
+Walking the nodes in order, each one either joins the kernel that produces its latest input or
+starts a new kernel:
+
+- matmul-class nodes (linear, mm, matmul, bmm) start a `gemm` kernel; the pointwise nodes that
+  follow over the same elements join it as its epilogue (bias, activation, scaling...);
+- a reduction, softmax, log_softmax, layer_norm or rms_norm along the last dim(s) starts a
+  `row_reduction` kernel over (rows, cols), taking over the pointwise group that produced its
+  input (the prologue, e.g. x + residual); later pointwise nodes join it either per element
+  ("elem": shape rows x cols, reading row scalars broadcast along the row, e.g. * weight + bias,
+  or x - max(x) in a softmax written by hand) or per row ("row": one value a row, e.g. var + eps);
+  further reductions over its elements join it too (two-pass layer_norm, softmax by hand);
+- other pointwise nodes join the pointwise group of their input when the element count matches,
+  else start a `pointwise` kernel;
+- reshape and identity are free: they alias the buffer of their input.
+
+A node may join kernel K only when every other kernel it reads from comes earlier than K, so
+running the kernels in creation order is always valid. A value is materialised (written to
+memory) when a node of another kernel reads it, or it is a graph output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.fusion.expressions import POINTWISE_OPS
+from agent.fusion.ir import Graph, Node, Ref, Term, broadcast_terms, is_identity, numel
+
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin"})
+ROW_OPS = REDUCTIONS | {"softmax", "log_softmax", "layer_norm", "rms_norm"}
+MATMULS = frozenset({"linear", "matmul", "mm", "bmm"})
+LAYOUT = frozenset({"reshape", "identity"})
+INT32_MAX = 2**31 - 1
+
+
+class Unplaceable(Exception):
+    """A node the planner cannot put in any kernel; the message says why."""
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """C[batch, m, n] = A[batch, m, k] @ B with B either [batch, k, n] ("nn": matmul) or the
+    nn.Linear weight [n, k] ("nt"); a batch stride of 0 reuses one matrix for every batch."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    layout: str  # "nn" | "nt"
+    stride_a: int
+    stride_b: int
+    a: Ref
+    b: Ref
+    bias: Ref | None
+
+
+@dataclass
+class Kernel:
+    index: int
+    kind: str  # "pointwise" | "row_reduction" | "gemm"
+    nodes: list[str] = field(default_factory=list)  # computed here, in graph order
+    aliases: list[str] = field(default_factory=list)  # reshape/identity of values computed here
+    numel: int = 0  # elements of the element space
+    rows: int = 0  # row kernels: the row space is rows x cols
+    cols: int = 0
+    gemm: GemmShape | None = None
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or f"k{self.index}"
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    kernels: list[Kernel]
+    kernel_of: dict[str, int]
+    level: dict[str, str]  # node -> "elem" | "row"
+    alias_of: dict[str, Ref]  # reshape/identity node -> its input (not resolved)
+    materialised: list[str]  # node names written to memory, in graph order
+    unsupported: list[str]
+
+    def resolve(self, ref: Ref) -> Ref:
+        """The ref whose buffer `ref` shares (through reshape/identity chains)."""
+        while ref.kind == "node" and ref.name in self.alias_of:
+            ref = self.alias_of[ref.name]
+        return ref
+
+
+def _why(node: Node, reason: str) -> str:
+    return f"{node.name} ({node.op}): {reason}"
+
+
+# ---- geometry ----------------------------------------------------------------------------------
+
+
+def row_geometry(graph: Graph, node: Node) -> tuple[int, int]:
+    """(rows, cols) of a row op: it reduces or normalises contiguous rows of `cols` elements."""
+    if not node.args or not node.args[0].is_tensor:
+        raise Unplaceable("its input is not a tensor")
+    shape = graph.shape_of(node.args[0])
+    rank = len(shape)
+    total = numel(shape)
+    if node.op in REDUCTIONS:
+        dims = node.attrs.get("dim")
+        if dims is None or dims == []:
+            dims = list(range(rank))
+        if isinstance(dims, int):
+            dims = [dims]
+        dims = sorted({int(d) % rank for d in dims}) if rank else []
+        if dims != list(range(rank - len(dims), rank)):
+            raise Unplaceable(
+                f"reduces over dim(s) {dims} of a rank-{rank} tensor {list(shape)}: only "
+                "reductions over the last dim(s) are supported in v1"
+            )
+        cols = numel(shape[rank - len(dims) :])
+    elif node.op in ("softmax", "log_softmax"):
+        if rank == 0:
+            raise Unplaceable("softmax of a 0-d tensor")
+        dim = int(node.attrs.get("dim", -1)) % rank
+        if any(d != 1 for d in shape[dim + 1 :]):
+            raise Unplaceable(
+                f"along dim {dim} of {list(shape)}: only the last dim is supported in v1"
+            )
+        cols = shape[dim]
+    else:  # layer_norm, rms_norm
+        normalized = list(node.attrs.get("normalized_shape") or [])
+        if not normalized or list(shape[rank - len(normalized) :]) != normalized:
+            raise Unplaceable(f"normalized_shape {normalized} is not the trailing dims of {shape}")
+        cols = numel(normalized)
+    if total == 0 or cols == 0:
+        raise Unplaceable("zero-size tensors are not supported")
+    rows = total // cols
+    out = numel(node.shape)
+    expected = rows if node.op in REDUCTIONS else total
+    if out != expected:
+        raise Unplaceable(f"output shape {list(node.shape)} does not match its input {shape}")
+    return rows, cols
+
+
+def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
+    args = list(node.args) + [Ref("none")] * 3
+    a, b = args[0], args[1]
+    if not (a.is_tensor and b.is_tensor):
+        raise Unplaceable("both operands must be tensors")
+    sa, sb = graph.shape_of(a), graph.shape_of(b)
+    bias = args[2] if node.op == "linear" and args[2].is_tensor else None
+    if node.op == "linear":
+        if len(sb) != 2 or not sa or sa[-1] != sb[1]:
+            raise Unplaceable(f"linear of {list(sa)} with weight {list(sb)}")
+        k, n = sb[1], sb[0]
+        if bias is not None and broadcast_terms(graph.shape_of(bias), node.shape) is None:
+            raise Unplaceable(f"bias {list(graph.shape_of(bias))} does not broadcast")
+        g = GemmShape(1, numel(sa) // k if k else 0, n, k, "nt", 0, 0, a, b, bias)
+    else:
+        if len(sa) < 2 or len(sb) < 2:
+            raise Unplaceable(
+                f"operands {list(sa)} and {list(sb)}: 1-D matmul operands are not supported in v1"
+            )
+        if node.op in ("mm", "bmm") and not (len(sa) == len(sb) == (2 if node.op == "mm" else 3)):
+            raise Unplaceable(f"operands {list(sa)} and {list(sb)}")
+        m, k, n = sa[-2], sa[-1], sb[-1]
+        if sb[-2] != k:
+            raise Unplaceable(f"inner dims differ: {list(sa)} @ {list(sb)}")
+        batch_a, batch_b = numel(sa[:-2]), numel(sb[:-2])
+        out_batch = numel(node.shape[:-2])
+        if batch_b == 1:  # one B for every row of every batch: a single tall GEMM
+            g = GemmShape(1, numel(sa) // k if k else 0, n, k, "nn", 0, 0, a, b, None)
+        elif batch_a == out_batch and batch_b == out_batch and sa[:-2] == sb[:-2]:
+            g = GemmShape(out_batch, m, n, k, "nn", m * k, k * n, a, b, None)
+        elif batch_a == 1 and batch_b == out_batch:
+            g = GemmShape(out_batch, m, n, k, "nn", 0, k * n, a, b, None)
+        else:
+            raise Unplaceable(
+                f"batch dims of {list(sa)} @ {list(sb)} broadcast partially (not supported in v1)"
+            )
+    if numel(node.shape) != g.batch * g.m * g.n or g.m * g.n * g.k == 0:
+        raise Unplaceable(f"output shape {list(node.shape)} or a zero-size operand")
+    if max(g.m, g.n, g.k, g.batch) > INT32_MAX:
+        raise Unplaceable("a GEMM dimension exceeds 2^31 - 1")
+    return g
+
+
+# ---- checks ------------------------------------------------------------------------------------
+
+
+def _check_node(graph: Graph, node: Node) -> None:
+    known = POINTWISE_OPS | ROW_OPS | MATMULS | LAYOUT
+    if node.op not in known:
+        raise Unplaceable("no kernel template for this op")
+    if node.dtype != "float32":
+        raise Unplaceable(f"dtype {node.dtype}: only float32 is supported in v1")
+    for ref in node.tensor_args():
+        dtype = graph.dtype_of(ref)
+        if dtype != "float32":
+            raise Unplaceable(f"{ref.describe()} is {dtype}: only float32 is supported in v1")
+    if numel(node.shape) == 0:
+        raise Unplaceable("zero-size tensors are not supported")
+    if node.op in LAYOUT:
+        if not node.args or not node.args[0].is_tensor:
+            raise Unplaceable("its input is not a tensor")
+        if numel(graph.shape_of(node.args[0])) != numel(node.shape):
+            raise Unplaceable("reshape changes the number of elements")
+    elif node.op in POINTWISE_OPS:
+        binary = node.op in ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+        operands = [a for a in node.args if a.kind != "none"]
+        if len(operands) != (2 if binary else 1):
+            raise Unplaceable(f"expects {2 if binary else 1} operand(s), got {len(operands)}")
+        for ref in operands:
+            if ref.is_tensor and broadcast_terms(graph.shape_of(ref), node.shape) is None:
+                raise Unplaceable(
+                    f"{ref.describe()} {list(graph.shape_of(ref))} does not broadcast to "
+                    f"{list(node.shape)}"
+                )
+    elif node.op in ROW_OPS:
+        row_geometry(graph, node)
+        if node.op in ("layer_norm", "rms_norm"):
+            x_shape = graph.shape_of(node.args[0])
+            for ref in node.args[1:]:
+                if ref.kind == "const":
+                    raise Unplaceable("a constant weight or bias")
+                if ref.is_tensor and broadcast_terms(graph.shape_of(ref), x_shape) is None:
+                    raise Unplaceable(f"{ref.describe()} does not broadcast to {list(x_shape)}")
+    else:
+        gemm_geometry(graph, node)
+
+
+def _live(graph: Graph) -> set[str]:
+    live: set[str] = set()
+    stack = [r.name for r in graph.outputs if r.kind == "node"]
+    while stack:
+        name = stack.pop()
+        if name in live:
+            continue
+        live.add(name)
+        stack += [r.name for r in graph.node_by_name[name].args if r.kind == "node"]
+    return live
+
+
+# ---- the planner -------------------------------------------------------------------------------
+
+
+class _Planner:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.kernels: list[Kernel] = []
+        self.kernel_of: dict[str, int] = {}
+        self.level: dict[str, str] = {}
+        self.alias_of: dict[str, Ref] = {}
+
+    def resolve(self, ref: Ref) -> Ref:
+        while ref.kind == "node" and ref.name in self.alias_of:
+            ref = self.alias_of[ref.name]
+        return ref
+
+    def producers(self, node: Node) -> set[int]:
+        return {
+            self.kernel_of[r.name]
+            for r in map(self.resolve, node.tensor_args())
+            if r.kind == "node" and r.name in self.kernel_of
+        }
+
+    def new_kernel(self, kind: str, **extra) -> Kernel:
+        kernel = Kernel(index=len(self.kernels), kind=kind, **extra)
+        self.kernels.append(kernel)
+        return kernel
+
+    def join(self, kernel: Kernel, node: Node, level: str) -> None:
+        kernel.nodes.append(node.name)
+        self.kernel_of[node.name] = kernel.index
+        self.level[node.name] = level
+
+    def in_kernel_args(self, node: Node, kernel: Kernel) -> list[tuple[Ref, Ref]]:
+        """(the arg as written, its resolved root) for args computed in `kernel`."""
+        pairs = []
+        for ref in node.tensor_args():
+            root = self.resolve(ref)
+            if root.kind == "node" and self.kernel_of.get(root.name) == kernel.index:
+                pairs.append((ref, root))
+        return pairs
+
+    def pointwise_level(self, node: Node, kernel: Kernel) -> str | None:
+        """The level at which `node` can be computed inside `kernel`, or None."""
+        total = numel(node.shape)
+        inside = self.in_kernel_args(node, kernel)
+        shape_of = self.graph.shape_of
+
+        def fits(level: str) -> bool:
+            for ref, root in inside:
+                terms = broadcast_terms(shape_of(ref), node.shape)
+                arg_level = self.level[root.name]
+                if arg_level == level:
+                    ok = is_identity(terms, total)
+                elif level == "elem":  # a row scalar, read once for every element of its row
+                    ok = terms == (Term(kernel.cols, kernel.rows, 1),) or (
+                        kernel.rows == 1 and terms == ()
+                    )
+                else:
+                    ok = False
+                if not ok:
+                    return False
+            return True
+
+        if kernel.kind != "row_reduction":
+            return "elem" if total == kernel.numel and fits("elem") else None
+        options = []
+        if total == kernel.rows:
+            options.append("row")
+        if total == kernel.rows * kernel.cols:
+            options.append("elem")
+        for level in options:
+            if fits(level):
+                return level
+        return None
+
+    def place(self, node: Node) -> None:
+        graph = self.graph
+        if node.op in LAYOUT:
+            self.alias_of[node.name] = node.args[0]
+            root = self.resolve(node.args[0])
+            if root.kind == "node":
+                self.kernels[self.kernel_of[root.name]].aliases.append(node.name)
+            return
+        producers = self.producers(node)
+        latest = self.kernels[max(producers)] if producers else None
+        if node.op in MATMULS:
+            gemm = gemm_geometry(graph, node)
+            kernel = self.new_kernel("gemm", numel=numel(node.shape), gemm=gemm)
+            self.join(kernel, node, "elem")
+            return
+        if node.op in ROW_OPS:
+            rows, cols = row_geometry(graph, node)
+            level = "row" if node.op in REDUCTIONS else "elem"
+            x = self.resolve(node.args[0])
+            home = self.kernels[self.kernel_of[x.name]] if x.kind == "node" else None
+            if home is not None and home is latest and self.level[x.name] == "elem":
+                if home.kind == "row_reduction" and (home.rows, home.cols) == (rows, cols):
+                    self.join(home, node, level)
+                    return
+                if home.kind == "pointwise" and home.numel == rows * cols:
+                    home.kind, home.rows, home.cols = "row_reduction", rows, cols
+                    self.join(home, node, level)
+                    return
+            kernel = self.new_kernel("row_reduction", numel=rows * cols, rows=rows, cols=cols)
+            self.join(kernel, node, level)
+            return
+        if latest is not None:
+            level = self.pointwise_level(node, latest)
+            if level is not None:
+                self.join(latest, node, level)
+                return
+        kernel = self.new_kernel("pointwise", numel=numel(node.shape))
+        self.join(kernel, node, "elem")
+
+
+def plan_graph(graph: Graph) -> Plan:
+    """The kernels for `graph`, or a Plan whose `unsupported` says why there are none."""
+    empty = Plan(graph, [], {}, {}, {}, [], [])
+    if graph.unsupported:
+        empty.unsupported = list(graph.unsupported)
+        return empty
+    live = _live(graph)
+    problems = []
+    for ref in graph.outputs:
+        if ref.kind != "node":
+            problems.append(f"output {ref.describe()}: an output must be computed by a node")
+    if not graph.outputs:
+        problems.append("the graph has no outputs")
+    for node in graph.nodes:
+        if node.name not in live:
+            continue
+        try:
+            _check_node(graph, node)
+        except Unplaceable as exc:
+            problems.append(_why(node, str(exc)))
+    planner = _Planner(graph)
+    if not problems:
+        for node in graph.nodes:
+            if node.name in live:
+                try:
+                    planner.place(node)
+                except Unplaceable as exc:
+                    problems.append(_why(node, str(exc)))
+    for ref in graph.outputs:
+        root = planner.resolve(ref) if ref.kind == "node" else ref
+        if ref.kind == "node" and root.kind != "node" and not problems:
+            problems.append(
+                f"output {ref.name}: a reshape/identity of {root.describe()} computes nothing "
+                "(no kernel to generate)"
+            )
+    if problems:
+        empty.unsupported = problems
+        return empty
+    materialised = _materialised(graph, planner, live)
+    for kernel in planner.kernels:
+        kernel.name = f"k{kernel.index}_{_label(graph, kernel)}"
+    return Plan(
+        graph,
+        planner.kernels,
+        planner.kernel_of,
+        planner.level,
+        planner.alias_of,
+        materialised,
+        [],
+    )
+
+
+def _materialised(graph: Graph, planner: _Planner, live: set[str]) -> list[str]:
+    needed: set[str] = set()
+    for ref in graph.outputs:
+        needed.add(planner.resolve(ref).name)
+    for node in graph.nodes:
+        if node.name not in live or node.op in LAYOUT:
+            continue
+        for ref in node.tensor_args():
+            root = planner.resolve(ref)
+            if root.kind == "node" and planner.kernel_of[root.name] != planner.kernel_of[node.name]:
+                needed.add(root.name)
+    return [n.name for n in graph.nodes if n.name in needed]
+
+
+def _label(graph: Graph, kernel: Kernel) -> str:
+    if kernel.kind == "pointwise":
+        return "pointwise"
+    ops = [graph.node_by_name[n].op for n in kernel.nodes]
+    if kernel.kind == "gemm":
+        return ops[0]
+    return next(op for op in ops if op in ROW_OPS)

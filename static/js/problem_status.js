@@ -1,0 +1,35 @@
+// While a problem is pending or validating, ask the API for its status every 2 s and reload the
+// page once it changes (the session cookie authenticates the GET).
+(function () {
+  "use strict";
+  var badge = document.getElementById("problem-status");
+  if (!badge || !badge.dataset.pollUrl) return;
+  var url = badge.dataset.pollUrl;
+  var status = badge.dataset.status;
+  var failures = 0;
+
+  function poll() {
+    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (response.status === 401 || response.status === 404) {
+          return null; // logged out, or no longer visible: stop quietly
+        }
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.json();
+      })
+      .then(function (problem) {
+        if (problem === null) return;
+        failures = 0;
+        if (problem.status !== status) {
+          window.location.reload();
+          return;
+        }
+        setTimeout(poll, 2000);
+      })
+      .catch(function () {
+        failures += 1; // the server restarting: keep trying, more slowly
+        setTimeout(poll, Math.min(2000 * (failures + 1), 30000));
+      });
+  }
+  setTimeout(poll, 2000);
+})();

@@ -1,0 +1,390 @@
+"""Hand-written Graph IR (docs/fusion.md) for the patterns the fusion compiler plans, each with a
+KernelBench-format problem computing the same thing. Sizes are parameters: small ones for the
+cpu target's tests, large ones for benchmarks on a GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    ir: dict
+    problem: str
+    kinds: tuple[str, ...]  # the kernel kinds the planner should make, in order
+    nodes: tuple[tuple[str, ...], ...]  # the IR nodes each kernel covers
+
+
+def inp(name: str) -> dict:
+    return {"input": name}
+
+
+def par(name: str) -> dict:
+    return {"param": name}
+
+
+def nd(name: str) -> dict:
+    return {"node": name}
+
+
+def const(value: float) -> dict:
+    return {"const": value}
+
+
+def node(name: str, op: str, args: list, out_shape: list[int], **attrs) -> dict:
+    return {
+        "name": name,
+        "op": op,
+        "args": args,
+        "attrs": attrs,
+        "shape": list(out_shape),
+        "dtype": "float32",
+    }
+
+
+def tensor(name: str, shape: list[int], kind: str | None = None) -> dict:
+    spec = {"name": name, "shape": list(shape), "dtype": "float32"}
+    if kind:
+        spec["kind"] = kind
+    return spec
+
+
+def graph(inputs, params, nodes, outputs, device="cpu", unsupported=()) -> dict:
+    return {
+        "format": "kernelarena.graph/1",
+        "device": device,
+        "inputs": inputs,
+        "params": params,
+        "nodes": nodes,
+        "outputs": [nd(o) for o in outputs],
+        "unsupported": list(unsupported),
+    }
+
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+
+
+def _inputs(*shapes: tuple[int, ...], scale: float = 1.0) -> str:
+    factor = f" * {scale}" if scale != 1.0 else ""
+    items = ", ".join(f"torch.randn{tuple(s)!r}{factor}" for s in shapes)
+    return f"\n\ndef get_inputs():\n    return [{items}]\n"
+
+
+def pointwise_gelu(rows: int = 64, cols: int = 256) -> Case:
+    shape = [rows, cols]
+    ir = graph(
+        [tensor("x", shape)],
+        [tensor("scale", [cols], "parameter")],
+        [
+            node("mul", "mul", [inp("x"), par("scale")], shape),
+            node("add", "add", [nd("mul"), const(0.5)], shape, alpha=1),
+            node("gelu", "gelu", [nd("add")], shape, approximate="none"),
+        ],
+        ["gelu"],
+    )
+    problem = (
+        HEADER
+        + '''class Model(nn.Module):
+    """gelu(x * scale + 0.5) with a per-channel scale."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(channels))
+        self.shift = 0.5
+
+    def forward(self, x):
+        return F.gelu(x * self.scale + self.shift)
+'''
+        + _inputs((rows, cols))
+        + f"\n\ndef get_init_inputs():\n    return [{cols}]\n"
+    )
+    return Case("pointwise_gelu", ir, problem, ("pointwise",), (("mul", "add", "gelu"),))
+
+
+def scaled_softmax(rows: int = 64, cols: int = 256) -> Case:
+    shape = [rows, cols]
+    ir = graph(
+        [tensor("x", shape)],
+        [],
+        [
+            node("mul", "mul", [inp("x"), const(0.125)], shape),
+            node("softmax", "softmax", [nd("mul")], shape, dim=1),
+        ],
+        ["softmax"],
+    )
+    problem = (
+        HEADER
+        + '''class Model(nn.Module):
+    """softmax(x * 0.125) over the last dim."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = 0.125
+
+    def forward(self, x):
+        return torch.softmax(x * self.scale, dim=-1)
+'''
+        + _inputs((rows, cols), scale=4.0)
+        + "\n\ndef get_init_inputs():\n    return []\n"
+    )
+    return Case("scaled_softmax", ir, problem, ("row_reduction",), (("mul", "softmax"),))
+
+
+def residual_layer_norm(rows: int = 64, cols: int = 256) -> Case:
+    shape = [rows, cols]
+    ir = graph(
+        [tensor("x", shape), tensor("residual", shape)],
+        [tensor("norm.weight", [cols], "parameter"), tensor("norm.bias", [cols], "parameter")],
+        [
+            node("add", "add", [inp("x"), inp("residual")], shape, alpha=1),
+            node(
+                "norm",
+                "layer_norm",
+                [nd("add"), par("norm.weight"), par("norm.bias")],
+                shape,
+                normalized_shape=[cols],
+                eps=1e-5,
+            ),
+        ],
+        ["norm"],
+    )
+    problem = (
+        HEADER
+        + '''class Model(nn.Module):
+    """layer_norm(x + residual)."""
+
+    def __init__(self, features):
+        super().__init__()
+        self.norm = nn.LayerNorm(features)
+        with torch.no_grad():
+            self.norm.weight.normal_()
+            self.norm.bias.normal_()
+
+    def forward(self, x, residual):
+        return self.norm(x + residual)
+'''
+        + _inputs((rows, cols), (rows, cols))
+        + f"\n\ndef get_init_inputs():\n    return [{cols}]\n"
+    )
+    return Case("residual_layer_norm", ir, problem, ("row_reduction",), (("add", "norm"),))
+
+
+def rms_norm_by_hand(rows: int = 64, cols: int = 256) -> Case:
+    shape, row = [rows, cols], [rows, 1]
+    ir = graph(
+        [tensor("x", shape)],
+        [tensor("weight", [cols], "parameter")],
+        [
+            node("pow", "pow", [inp("x"), const(2)], shape),
+            node("mean", "mean", [nd("pow")], row, dim=[1], keepdim=True),
+            node("add", "add", [nd("mean"), const(1e-6)], row, alpha=1),
+            node("rsqrt", "rsqrt", [nd("add")], row),
+            node("mul", "mul", [inp("x"), nd("rsqrt")], shape),
+            node("mul_1", "mul", [nd("mul"), par("weight")], shape),
+        ],
+        ["mul_1"],
+    )
+    problem = (
+        HEADER
+        + '''class Model(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * weight, written out op by op."""
+
+    def __init__(self, features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(features))
+        self.eps = 1e-6
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+'''
+        + _inputs((rows, cols))
+        + f"\n\ndef get_init_inputs():\n    return [{cols}]\n"
+    )
+    nodes = ("pow", "mean", "add", "rsqrt", "mul", "mul_1")
+    return Case("rms_norm_by_hand", ir, problem, ("row_reduction",), (nodes,))
+
+
+def linear_bias_relu(rows: int = 64, k: int = 128, n: int = 256) -> Case:
+    ir = graph(
+        [tensor("x", [rows, k])],
+        [tensor("fc.weight", [n, k], "parameter"), tensor("fc.bias", [n], "parameter")],
+        [
+            node("fc", "linear", [inp("x"), par("fc.weight"), par("fc.bias")], [rows, n]),
+            node("relu", "relu", [nd("fc")], [rows, n]),
+        ],
+        ["relu"],
+    )
+    problem = (
+        HEADER
+        + '''class Model(nn.Module):
+    """relu(fc(x))."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+'''
+        + _inputs((rows, k))
+        + f"\n\ndef get_init_inputs():\n    return [{k}, {n}]\n"
+    )
+    return Case("linear_bias_relu", ir, problem, ("gemm",), (("fc", "relu"),))
+
+
+def row_sum_keepdim(rows: int = 64, cols: int = 256) -> Case:
+    ir = graph(
+        [tensor("x", [rows, cols])],
+        [],
+        [node("sum", "sum", [inp("x")], [rows, 1], dim=[1], keepdim=True)],
+        ["sum"],
+    )
+    problem = (
+        HEADER
+        + '''class Model(nn.Module):
+    """x.sum(-1, keepdim=True)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x.sum(dim=-1, keepdim=True)
+'''
+        + _inputs((rows, cols))
+        + "\n\ndef get_init_inputs():\n    return []\n"
+    )
+    return Case("row_sum_keepdim", ir, problem, ("row_reduction",), (("sum",),))
+
+
+# ---- beyond the six required patterns ----------------------------------------------------------
+
+
+def softmax_by_hand(a: int = 32, b: int = 3, cols: int = 40) -> Case:
+    full, row = [a, b, cols], [a, b, 1]
+    ir = graph(
+        [tensor("x", full)],
+        [],
+        [
+            node("amax", "amax", [inp("x")], row, dim=[2], keepdim=True),
+            node("sub", "sub", [inp("x"), nd("amax")], full, alpha=1),
+            node("exp", "exp", [nd("sub")], full),
+            node("sum", "sum", [nd("exp")], row, dim=[2], keepdim=True),
+            node("div", "div", [nd("exp"), nd("sum")], full),
+            node("view", "reshape", [nd("sum")], [a, b], shape=[a, b]),
+        ],
+        ["div", "view"],
+    )
+    problem = (
+        HEADER
+        + f'''class Model(nn.Module):
+    """softmax written op by op, and its row sums as a second output."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+        s = e.sum(dim=-1, keepdim=True)
+        return e / s, s.view({a}, {b})
+'''
+        + _inputs((a, b, cols))
+        + "\n\ndef get_init_inputs():\n    return []\n"
+    )
+    nodes = ("amax", "sub", "exp", "sum", "div", "view")
+    return Case("softmax_by_hand_two_outputs", ir, problem, ("row_reduction",), (nodes,))
+
+
+def broadcast_zoo(a: int = 8, b: int = 6, c: int = 10) -> Case:
+    full = [a, b, c]
+    ir = graph(
+        [tensor("x", full), tensor("y", [a, 1, c]), tensor("z", [b, 1])],
+        [tensor("gain", [], "buffer")],
+        [
+            node("sub", "sub", [inp("x"), inp("y")], full, alpha=1),
+            node("mul", "mul", [nd("sub"), inp("z")], full),
+            node("div", "div", [nd("mul"), par("gain")], full),
+            node("clamp", "clamp", [nd("div")], full, min=-2.0, max=None),
+            node("lrelu", "leaky_relu", [nd("clamp")], full, negative_slope=0.1),
+            node("sig", "sigmoid", [nd("lrelu")], full),
+            node("tanh_gelu", "gelu", [nd("lrelu")], full, approximate="tanh"),
+            node("out", "maximum", [nd("sig"), nd("tanh_gelu")], full),
+        ],
+        ["out"],
+    )
+    problem = (
+        HEADER
+        + '''class Model(nn.Module):
+    """Broadcasts along inner, middle and all dims, then a chain of activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("gain", torch.tensor(1.5))
+
+    def forward(self, x, y, z):
+        v = F.leaky_relu(torch.clamp((x - y) * z / self.gain, min=-2.0), 0.1)
+        return torch.maximum(torch.sigmoid(v), F.gelu(v, approximate="tanh"))
+'''
+        + _inputs((a, b, c), (a, 1, c), (b, 1))
+        + "\n\ndef get_init_inputs():\n    return []\n"
+    )
+    nodes = ("sub", "mul", "div", "clamp", "lrelu", "sig", "tanh_gelu", "out")
+    return Case("broadcast_zoo", ir, problem, ("pointwise",), (nodes,))
+
+
+def bmm_log_softmax(batch: int = 4, m: int = 16, k: int = 24, n: int = 20) -> Case:
+    out = [batch, m, n]
+    ir = graph(
+        [tensor("a", [batch, m, k]), tensor("b", [batch, k, n])],
+        [],
+        [
+            node("bmm", "bmm", [inp("a"), inp("b")], out),
+            node("mul", "mul", [nd("bmm"), const(0.5)], out),
+            node("lsm", "log_softmax", [nd("mul")], out, dim=2),
+        ],
+        ["lsm"],
+    )
+    problem = (
+        HEADER
+        + '''class Model(nn.Module):
+    """log_softmax(bmm(a, b) * 0.5)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return torch.log_softmax(torch.bmm(a, b) * 0.5, dim=-1)
+'''
+        + _inputs((batch, m, k), (batch, k, n))
+        + "\n\ndef get_init_inputs():\n    return []\n"
+    )
+    return Case(
+        "bmm_scale_log_softmax", ir, problem, ("gemm", "row_reduction"), (("bmm", "mul"), ("lsm",))
+    )
+
+
+REQUIRED = [
+    pointwise_gelu(),
+    scaled_softmax(),
+    residual_layer_norm(),
+    rms_norm_by_hand(),
+    linear_bias_relu(),
+    row_sum_keepdim(),
+]
+EXTRA = [softmax_by_hand(), broadcast_zoo(), bmm_log_softmax()]
+ALL = REQUIRED + EXTRA
+
+AMAX_DIM0 = graph(
+    [tensor("x", [64, 256])],
+    [],
+    [node("amax", "amax", [inp("x")], [256], dim=[0], keepdim=False)],
+    ["amax"],
+)
+
+CAPTURE_FAILED = graph(
+    [tensor("x", [1, 3, 8, 8])],
+    [tensor("conv1.weight", [4, 3, 3, 3], "parameter")],
+    [],
+    [],
+    unsupported=["conv2d (call_module conv1: Conv2d): no fused kernel for convolution yet"],
+)

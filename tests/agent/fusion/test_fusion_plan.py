@@ -1,0 +1,242 @@
+"""The fusion compiler without compiling anything: planning, the generated files' shape, the
+source gate, unsupported graphs, determinism."""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+import pytest
+from fusion_cases import (
+    ALL,
+    AMAX_DIM0,
+    CAPTURE_FAILED,
+    const,
+    graph,
+    inp,
+    linear_bias_relu,
+    nd,
+    node,
+    par,
+    residual_layer_norm,
+    scaled_softmax,
+    tensor,
+)
+
+from agent.fusion import FusionProgram, compile_graph
+from agent.fusion.ir import Term, broadcast_terms, flat_index, split_rows
+from gpu_workers.harness.source_gate import check_sources
+
+TARGETS = ("cpu", "cuda")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", ALL, ids=lambda c: c.name)
+def test_plans_the_expected_kernels(case, target):
+    program = compile_graph(case.ir, target)
+    assert program.unsupported == []
+    assert [k.kind for k in program.kernels] == list(case.kinds)
+    assert [tuple(k.nodes) for k in program.kernels] == list(case.nodes)
+    kernel_file = "kernels/fused.cu" if target == "cuda" else "kernels/fused.cpp"
+    assert set(program.files) == {kernel_file, "kernels/fused_binding.cpp", "model_new.py"}
+    for kernel in program.kernels:
+        assert kernel.tunables and all(kernel.tunables.values())
+        assert set(kernel.tunables) <= set(program.launch[kernel.name])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", ALL, ids=lambda c: c.name)
+def test_generated_sources_pass_the_source_gate(case, target):
+    program = compile_graph(case.ir, target)
+    assert check_sources(program.files) == []
+    kernels = program.files["kernels/fused.cu" if target == "cuda" else "kernels/fused.cpp"]
+    assert "#include <torch" not in kernels and "#include <ATen" not in kernels
+    ast.parse(program.files["model_new.py"])
+
+
+def test_target_defaults_to_the_graph_device():
+    ir = copy.deepcopy(scaled_softmax().ir)
+    ir["device"] = "cuda"
+    assert "kernels/fused.cu" in compile_graph(ir).files
+    ir["device"] = "cpu"
+    assert "kernels/fused.cpp" in compile_graph(ir).files
+
+
+def test_compilation_is_deterministic():
+    for case in ALL:
+        for target in TARGETS:
+            assert compile_graph(case.ir, target).files == compile_graph(case.ir, target).files
+
+
+def test_model_new_registers_nested_params_and_reads_launch():
+    program = compile_graph(residual_layer_norm().ir, "cuda")
+    text = program.files["model_new.py"]
+    assert "add_module(name, nn.Module())" in text
+    assert "get_submodule('norm').register_parameter('weight'" in text
+    assert "self.norm.weight" in text and "self.norm.bias" in text
+    assert "def forward(self, x, residual):" in text
+    name = program.kernels[0].name
+    tuned = program.model_new({name: {"threads": 1024}})
+    assert f"'{name}': {{'threads': 1024" in tuned
+    assert tuned.replace("1024, 'warp", "256, 'warp") == text
+    with pytest.raises(KeyError):
+        program.model_new({"no_such_kernel": {"threads": 64}})
+    with pytest.raises(KeyError):
+        program.model_new({name: {"no_such_knob": 1}})
+
+
+def test_buffers_and_tf32_default():
+    ir = linear_bias_relu().ir
+    on = compile_graph(ir, "cuda")
+    off = compile_graph(ir, "cuda", allow_tf32=False)
+    assert on.launch[on.kernels[0].name]["tf32"] == 1
+    assert off.launch[off.kernels[0].name]["tf32"] == 0
+    assert "CUBLAS_TF32_TENSOR_OP_MATH" in on.files["kernels/fused.cu"]
+    assert "register_buffer" not in on.files["model_new.py"]
+
+
+def test_summary_names_kernels_and_nodes():
+    program = compile_graph(linear_bias_relu().ir, "cuda")
+    summary = program.summary()
+    assert "1 kernel" in summary and "k0_linear [gemm]: fc, relu" in summary
+    assert "cuBLAS" in summary
+
+
+def test_unsupported_reduction_over_dim_0():
+    program = compile_graph(AMAX_DIM0, "cuda")
+    assert program.files == {} and program.kernels == []
+    (reason,) = program.unsupported
+    assert reason.startswith("amax (amax): reduces over dim(s) [0]")
+    assert "Cannot generate" in program.summary()
+    with pytest.raises(ValueError):
+        program.model_new({})
+
+
+def test_unsupported_entries_in_the_ir_are_passed_on():
+    program = compile_graph(CAPTURE_FAILED, "cpu")
+    assert program.files == {}
+    assert program.unsupported == CAPTURE_FAILED["unsupported"]
+
+
+@pytest.mark.parametrize(
+    "ir, fragment",
+    [
+        (
+            graph(
+                [tensor("x", [4, 8])],
+                [],
+                [{**node("h", "relu", [inp("x")], [4, 8]), "dtype": "float16"}],
+                ["h"],
+            ),
+            "h (relu): dtype float16",
+        ),
+        (
+            graph([tensor("x", [4, 8])], [], [node("c", "conv2d", [inp("x")], [4, 8])], ["c"]),
+            "c (conv2d): no kernel template",
+        ),
+        (
+            graph(
+                [tensor("a", [8, 4]), tensor("b", [8, 4])],
+                [],
+                [node("m", "matmul", [inp("a"), inp("b")], [8, 8])],
+                ["m"],
+            ),
+            "inner dims differ",
+        ),
+        (
+            graph(
+                [tensor("x", [4, 8])],
+                [],
+                [node("s", "softmax", [inp("x")], [4, 8], dim=0)],
+                ["s"],
+            ),
+            "only the last dim",
+        ),
+        (
+            graph([tensor("x", [4, 8])], [], [node("v", "reshape", [inp("x")], [32])], ["v"]),
+            "computes nothing",
+        ),
+        (
+            graph([tensor("x", [2])], [], [node("c", "add", [const(1), const(2)], [])], ["c"]),
+            "reads no input or parameter tensor",
+        ),
+    ],
+)
+def test_unsupported_nodes_are_named(ir, fragment):
+    program = compile_graph(ir, "cuda")
+    assert program.files == {}
+    assert any(fragment in reason for reason in program.unsupported), program.unsupported
+
+
+def test_malformed_graph():
+    program = compile_graph({"format": "kernelarena.graph/1", "nodes": [{"name": "a"}]})
+    assert program.unsupported and program.unsupported[0].startswith("malformed graph")
+    bad_ref = graph([], [], [node("a", "relu", [nd("missing")], [2])], ["a"])
+    assert "not defined" in compile_graph(bad_ref, "cpu").unsupported[0]
+
+
+def test_dead_nodes_are_dropped():
+    ir = graph(
+        [tensor("x", [4, 8])],
+        [],
+        [
+            node("unused", "exp", [inp("x")], [4, 8]),
+            node("y", "relu", [inp("x")], [4, 8]),
+        ],
+        ["y"],
+    )
+    program = compile_graph(ir, "cpu")
+    assert [k.nodes for k in program.kernels] == [["y"]]
+
+
+def test_residual_output_stays_in_the_row_kernel():
+    """h = x + r is both an output and layer_norm's input: one kernel writes both."""
+    ir = graph(
+        [tensor("x", [16, 64]), tensor("r", [16, 64])],
+        [tensor("w", [64])],
+        [
+            node("h", "add", [inp("x"), inp("r")], [16, 64]),
+            node("n", "layer_norm", [nd("h"), par("w"), None], [16, 64], normalized_shape=[64]),
+        ],
+        ["n", "h"],
+    )
+    program = compile_graph(ir, "cuda")
+    assert [(k.kind, k.nodes) for k in program.kernels] == [("row_reduction", ["h", "n"])]
+    binding = program.files["kernels/fused_binding.cpp"]
+    assert "return {t_n, t_h};" in binding
+
+
+def test_a_second_kernel_reads_a_materialised_value():
+    """A reduction output broadcast against a tensor it does not come from (column-wise)."""
+    ir = graph(
+        [tensor("x", [8, 8]), tensor("y", [8, 8])],
+        [],
+        [
+            node("s", "sum", [inp("x")], [8], dim=[1], keepdim=False),
+            node("z", "mul", [inp("y"), nd("s")], [8, 8]),
+            node("o", "add", [nd("z"), const(1.0)], [8, 8]),
+        ],
+        ["o"],
+    )
+    program = compile_graph(ir, "cpu")
+    assert [(k.kind, k.nodes) for k in program.kernels] == [
+        ("row_reduction", ["s"]),
+        ("pointwise", ["z", "o"]),
+    ]
+
+
+def test_broadcast_terms():
+    assert broadcast_terms((256,), (64, 256)) == (Term(1, 256, 1),)
+    assert broadcast_terms((64, 256), (64, 256)) == (Term(1, 64 * 256, 1),)
+    assert broadcast_terms((64, 1), (64, 256)) == (Term(256, 64, 1),)
+    assert broadcast_terms((), (64, 256)) == ()
+    assert broadcast_terms((8, 1, 10), (8, 6, 10)) == (Term(60, 8, 10), Term(1, 10, 1))
+    assert broadcast_terms((3, 1, 1), (2, 3, 4, 5)) == (Term(20, 3, 1),)
+    assert broadcast_terms((5,), (4, 6)) is None
+    assert flat_index((Term(60, 8, 10), Term(1, 10, 1)), 480, "i") == "(i / 60) * 10 + i % 10"
+    split = split_rows((Term(1, 256, 1),), 64 * 256, 256)
+    assert split.col == 1 and split.row_terms == ()
+
+
+def test_program_type():
+    assert isinstance(compile_graph(scaled_softmax().ir, "cpu"), FusionProgram)

@@ -1,0 +1,300 @@
+"""static/js/run_trace.js in a real browser (Debian's chromium driven by Playwright) against the
+real web server (uvicorn, as `make run` starts it) on the test database and the test Redis.
+
+No worker runs: the test writes the trace itself with record_event, as a worker does, and each
+event reaches the page through the real channel layer and the real consumer. A dropped
+connection is the server killed and started again on the same port."""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timezone as tz
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection, transaction
+from django.test import Client
+from django.utils import timezone
+
+from tests.webapp.conftest import make_problem, make_run
+from tests.webapp.live_stack import LiveStack
+from webapp.runs.lifecycle import end_event
+from webapp.runs.models import Run, RunStatus
+from webapp.runs.trace import record_event
+
+pytestmark = pytest.mark.django_db(transaction=True)
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
+XSS = '<img src=x onerror="window.pwned=1">'
+COMPILE_LOG = "building kernels/k.cu\nkernels/k.cu:3:1: error: expected ';'\n1 error"
+
+# What a worker writes in a run, in order: (kind, payload).
+TRACE = [
+    ("status", {"state": "claimed", "worker": "host:1", "attempt": 1}),
+    ("thought", {"turn": 1, "text": f"fuse it {XSS}", "reasoning": None}),
+    (
+        "tool_call",
+        {
+            "turn": 1,
+            "id": "c1",
+            "name": "write_file",
+            "arguments": {"path": "kernels/k.cu", "content": f"// {XSS}\n"},
+            "raw_arguments": "",
+        },
+    ),
+    (
+        "tool_result",
+        {
+            "turn": 1,
+            "id": "c2",
+            "name": "compile",
+            "ok": False,
+            "text": "compile: FAILED",
+            "verdict": {"ok": False, "log": COMPILE_LOG},
+        },
+    ),
+    (
+        "candidate",
+        {
+            "index": 0,
+            "turn": 2,
+            "verified": True,
+            "speedup_vs_eager": 2.5,
+            "speedup_vs_compile": 1.25,
+            "reward": 3,
+            "best": True,
+            "verify": {"ok": True},
+            "profile": {"ok": True, "sol_fraction": 0.4},
+            "seq": 1,
+        },
+    ),
+    (
+        "status",
+        {
+            "state": "running",
+            "turn": 3,
+            "max_turns": 10,
+            "tokens": 12345,
+            "cost_usd": 0.5,
+            "seconds": 12.0,
+            "best": {"index": 0, "speedup_vs_eager": 2.5, "speedup_vs_compile": 1.25},
+        },
+    ),
+    ("error", {"turn": 3, "kind": "format", "message": f"bad reply {XSS}"}),
+]
+
+
+def off_the_browser_thread(work, *args):
+    """Runs `work` in a thread of its own, as a worker would write. Playwright's sync API leaves
+    its event loop marked as running in this thread, where async_to_sync (record_event's send to
+    the channel layer) refuses to run: the event would be saved but never sent."""
+
+    def call():
+        try:
+            return work(*args)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(call).result()
+
+
+def record(run: Run, *events: tuple[str, dict]) -> list:
+    return off_the_browser_thread(lambda: [record_event(run, kind, p) for kind, p in events])
+
+
+def finish(run: Run, status: str, detail: str) -> None:
+    """The end of a run as the worker writes it: the status, then the `ended` event."""
+
+    def work():
+        with transaction.atomic():
+            Run.objects.filter(pk=run.pk).update(
+                status=status, error=detail, finished=timezone.now()
+            )
+            end_event(run, status, detail)
+
+    off_the_browser_thread(work)
+
+
+@pytest.fixture
+def stack(redis_server, tmp_path):
+    """The web server, with no worker: nothing but the test writes the trace."""
+    live = LiveStack(tmp_path)
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM is used between calls.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Viewer:
+    """One logged-in browser on a run's page, with the URL of every websocket it opened and
+    every page load."""
+
+    def __init__(self, browser, stack: LiveStack, user, run: Run):
+        client = Client()
+        client.force_login(user)
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        session = client.cookies[settings.SESSION_COOKIE_NAME].value
+        cookie = {"name": settings.SESSION_COOKIE_NAME, "value": session}
+        self.context.add_cookies([{**cookie, "url": stack.base_url + "/"}])
+        self.sockets: list[str] = []
+        self.loads: list[str] = []
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(20_000)
+        self.page.on("websocket", lambda socket: self.sockets.append(socket.url))
+        self.page.on("request", self._request)
+        self.page.goto(f"{stack.base_url}/runs/{run.pk}/")
+
+    def _request(self, request) -> None:
+        if request.resource_type == "document":
+            self.loads.append(request.url)
+
+    def rows(self) -> list[str]:
+        return self.page.eval_on_selector_all("#trace > li", "items => items.map(li => li.id)")
+
+    def seqs(self) -> list[str]:
+        return self.page.locator("#trace > li .seq").all_inner_texts()
+
+    def wait_for_state(self, text: str) -> None:
+        self.page.wait_for_function(
+            "text => document.querySelector('#trace-state').textContent.includes(text)", arg=text
+        )
+
+
+@pytest.fixture
+def alices_run(alice, relu_scale):
+    """A private run of alice's that no worker has claimed: its first event is the claim."""
+    return make_run(alice, make_problem(alice, relu_scale))
+
+
+def test_a_late_viewer_sees_the_saved_trace_then_the_live_one(stack, browser, alice, alices_run):
+    stack.start_web()
+    claimed = record(alices_run, *TRACE[:3])[0]  # saved before anyone watches
+    viewer = Viewer(browser, stack, alice, alices_run)
+    page = viewer.page
+    page.wait_for_selector("#event-3")
+    viewer.wait_for_state("live")
+    assert viewer.sockets == [f"ws://127.0.0.1:{stack.port}/ws/runs/{alices_run.pk}/?after=0"]
+
+    record(alices_run, *TRACE[3:])  # live, one at a time through Redis
+    page.wait_for_selector("#event-7")
+    assert viewer.rows() == [f"event-{seq}" for seq in range(1, 8)]
+    assert len(viewer.sockets) == 1  # the live ones came over the open socket
+    assert page.locator("[data-field=status]").inner_text() == "running"
+    assert page.locator("[data-field=turn]").inner_text() == "3/10"
+    assert page.locator("[data-field=tokens]").inner_text() == "12,345"
+    assert page.locator("[data-field=cost]").inner_text() == "$0.5000"
+    assert page.locator("[data-field=best-compile]").inner_text() == "1.25×"
+    started = claimed.at.astimezone(tz.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert page.locator("[data-field=started]").inner_text() == started
+    row = page.locator('#candidates tr[data-seq="1"]')
+    assert row.locator("a").get_attribute("href") == f"/runs/{alices_run.pk}/candidates/1/"
+    assert row.locator("td").all_inner_texts()[1:5] == ["verified", "2.50×", "1.25×", "40%"]
+    page.wait_for_selector("#chart svg .parity", state="attached")
+    assert page.locator("#chart svg a circle.dot-eager").count() == 1
+    assert page.locator("#chart svg a circle.dot-compile").count() == 1
+
+    page.click("#expand-all")
+    page.wait_for_selector("#event-7 .body")  # bodies are built on the (async) toggle event
+    errors = page.locator("#event-4 pre.log span.err").all_inner_texts()
+    assert errors == ["kernels/k.cu:3:1: error: expected ';'", "1 error"]  # not "building ..."
+    text = page.locator("#trace").inner_text()
+    assert XSS in text  # the model's text is shown as text ...
+    assert page.locator("#trace img").count() == 0  # ... never parsed as HTML
+    assert page.evaluate("window.pwned") is None
+
+
+def test_it_resumes_after_the_last_seq_when_the_server_restarts(stack, browser, alice, alices_run):
+    stack.start_web()
+    viewer = Viewer(browser, stack, alice, alices_run)
+    viewer.wait_for_state("live")
+    record(alices_run, *TRACE[:2])
+    viewer.page.wait_for_selector("#event-2")
+
+    stack.stop_web()
+    viewer.wait_for_state("reconnecting")
+    record(alices_run, *TRACE[2:5])  # saved while no server runs: nobody is sent these
+    stack.start_web()  # the same port
+    viewer.page.wait_for_selector("#event-5", timeout=30_000)  # backoff: 1, 2, 4, 8 s
+    viewer.wait_for_state("live")
+    record(alices_run, *TRACE[5:])
+    viewer.page.wait_for_selector("#event-7")
+
+    assert viewer.rows() == [f"event-{seq}" for seq in range(1, 8)]  # each once, in order
+    assert viewer.seqs() == [f"#{seq}" for seq in range(1, 8)]
+    first, *retries = viewer.sockets
+    assert first.endswith("?after=0")
+    assert retries and all(url.endswith("?after=2") for url in retries), viewer.sockets
+    assert viewer.page.locator("#candidates tbody tr").count() == 1
+
+
+def test_it_stops_when_the_run_is_no_longer_visible(stack, browser, alice, alices_run):
+    stack.start_web()
+    viewer = Viewer(browser, stack, alice, alices_run)
+    viewer.wait_for_state("live")
+    record(alices_run, TRACE[0])
+    viewer.page.wait_for_selector("#event-1")
+
+    # Alice logs out in another tab; the open socket stays until the server restarts, and the
+    # anonymous reconnect may not see her private run: the consumer closes it with 4404.
+    tab = viewer.context.new_page()
+    tab.goto(stack.base_url + "/")
+    with tab.expect_navigation():
+        tab.click("button:has-text('Log out')")
+    assert "Log in" in tab.locator("header").inner_text()
+    stack.stop_web()
+    stack.start_web()
+    viewer.wait_for_state("does not exist, or you cannot see it")
+    opened = len(viewer.sockets)
+    viewer.page.wait_for_timeout(2500)  # longer than the next backoff: no retry comes
+    assert len(viewer.sockets) == opened
+    assert "does not exist, or you cannot see it" in viewer.page.inner_text("#trace-state")
+    assert viewer.rows() == ["event-1"]
+
+
+def test_it_reloads_once_when_the_run_ends(stack, browser, alice, alices_run):
+    stack.start_web()
+    viewer = Viewer(browser, stack, alice, alices_run)
+    viewer.wait_for_state("live")
+    assert viewer.page.locator("[data-field=status]").inner_text() == "queued"
+    record(alices_run, TRACE[0])
+    viewer.page.wait_for_selector("#event-1")
+    assert viewer.page.locator("[data-field=status]").inner_text() == "running"
+
+    with viewer.page.expect_navigation():
+        finish(alices_run, RunStatus.FAILED, "no verified candidate")
+    viewer.page.wait_for_selector("#event-2")  # the reloaded page replays the whole trace
+    viewer.wait_for_state("run failed")
+    assert viewer.page.locator("[data-field=status]").inner_text() == "failed"  # from the DB
+    assert "no verified candidate" in viewer.page.inner_text("[data-field=detail]")
+    viewer.page.wait_for_timeout(1000)
+    assert len(viewer.loads) == 2  # the first load and one reload, not a loop
+    assert len(viewer.sockets) == 2  # one for each load
+    assert viewer.rows() == ["event-1", "event-2"]
+
+
+def test_it_polls_the_api_where_the_server_refuses_websockets(stack, browser, alice, alices_run):
+    stack.start_web("--ws", "none")  # uvicorn answers a handshake as plain HTTP: a 404
+    record(alices_run, TRACE[0])
+    viewer = Viewer(browser, stack, alice, alices_run)
+    viewer.page.wait_for_selector("#event-1")  # after 3 failed sockets: 1 + 2 s
+    viewer.wait_for_state("polling")
+    assert len(viewer.sockets) == 3
+    record(alices_run, TRACE[1])
+    viewer.page.wait_for_selector("#event-2")  # the next poll, 2 s later
+    assert viewer.rows() == ["event-1", "event-2"]
+    assert "Unsupported upgrade request" in (stack.folder / "web.log").read_text()

@@ -1,0 +1,251 @@
+"""The run pages: the live run, cancelling, a candidate's verdict, sources and diff, and the
+bundle downloads (their contents are tested in test_bundle.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from tests.webapp.conftest import make_problem, make_run
+from webapp.runs import views
+from webapp.runs.models import Candidate, RunStatus
+from webapp.runs.trace import record_event
+
+SCRIPT = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def private_run(alice, relu_scale):
+    return make_run(alice, make_problem(alice, relu_scale + "\n# private\n"))
+
+
+@pytest.fixture
+def public_run(alice, relu_scale):
+    return make_run(alice, make_problem(alice, relu_scale, public=True))
+
+
+def add_candidate(run, seq: int, sources: dict, verified: bool = True, **profile) -> Candidate:
+    verdict = {
+        "verify": {
+            "ok": verified,
+            "trials": 5,
+            "max_abs_err": 1e-6,
+            "max_rel_err": 2e-7,
+            "violations": [],
+            "error": None,
+        },
+        "profile": {"ok": verified, "violations": [], "error": None, **profile}
+        if profile
+        else None,
+        "environment": {"gpu": "cpu", "torch": "2.13.0"},
+        "protocol": {"name": "loose", "atol": 0.01},
+    }
+    return Candidate.objects.create(
+        run=run,
+        seq=seq,
+        sources=sources,
+        verdict=verdict,
+        verified=verified,
+        speedup_vs_compile=profile.get("speedup_vs_compile"),
+    )
+
+
+def make_best(run, candidate: Candidate) -> None:
+    run.best_candidate = candidate
+    run.best_speedup_vs_compile = candidate.speedup_vs_compile
+    run.best_speedup_vs_eager = (candidate.verdict.get("profile") or {}).get("speedup_vs_eager")
+    run.save()
+
+
+# ---- the run page -------------------------------------------------------------------------
+
+
+def test_it_shows_a_run_to_its_owner_only(private_run, alice, charlie):
+    assert logged_in(alice).get(f"/runs/{private_run.pk}/").status_code == 200
+    r = logged_in(charlie).get(f"/runs/{private_run.pk}/")
+    assert r.status_code == 404
+    assert f"There is no run {private_run.pk} that you can see." in r.content.decode()
+    assert Client().get(f"/runs/{private_run.pk}/").status_code == 404
+
+
+def test_it_shows_a_public_run_to_anonymous_visitors(public_run):
+    r = Client().get(f"/runs/{public_run.pk}/")
+    page = r.content.decode()
+    assert r.status_code == 200
+    assert "run_trace.js" in page
+    assert f'data-run-id="{public_run.pk}"' in page
+    assert "Cancel run" not in page
+
+
+def test_it_shows_the_header(private_run, alice):
+    private_run.prompt_tokens, private_run.completion_tokens = 1200, 300
+    private_run.cost_dollars = 0.0123
+    private_run.save()
+    record_event(private_run, "status", {"state": "running", "turn": 3, "max_turns": 10})
+    page = logged_in(alice).get(f"/runs/{private_run.pk}/").content.decode()
+    assert ">scripted-demo<" in page and ">loose<" in page and ">cpu<" in page
+    assert ">3/10<" in page
+    assert ">1,500<" in page
+    assert "$0.0123" in page
+
+
+def test_it_offers_the_bundle_of_a_verified_best_candidate(private_run, alice):
+    page = logged_in(alice).get(f"/runs/{private_run.pk}/").content.decode()
+    assert "Download bundle" not in page
+    best = add_candidate(
+        private_run, 1, {"model_new.py": "x = 1\n"}, speedup_vs_eager=2.0, speedup_vs_compile=1.25
+    )
+    make_best(private_run, best)
+    page = logged_in(alice).get(f"/runs/{private_run.pk}/").content.decode()
+    assert f'href="/runs/{private_run.pk}/bundle.zip"' in page
+    assert "1.25×" in page
+    assert f'href="/runs/{private_run.pk}/candidates/1/"' in page
+
+
+# ---- cancel -------------------------------------------------------------------------------
+
+
+def test_it_cancels_a_run_of_its_owner(private_run, alice):
+    client = logged_in(alice)
+    assert "Cancel run" in client.get(f"/runs/{private_run.pk}/").content.decode()
+    r = client.post(f"/runs/{private_run.pk}/cancel")
+    assert r.status_code == 302 and r.url == f"/runs/{private_run.pk}/"
+    private_run.refresh_from_db()
+    assert private_run.status == RunStatus.CANCELLED
+    page = client.get(r.url).content.decode()
+    assert "is cancelled" in page and "Cancel run" not in page
+
+
+def test_it_says_an_ended_run_cannot_be_cancelled(private_run, alice):
+    private_run.status = RunStatus.SUCCEEDED
+    private_run.save()
+    client = logged_in(alice)
+    r = client.post(f"/runs/{private_run.pk}/cancel", follow=True)
+    assert "has already succeeded" in r.content.decode()
+    private_run.refresh_from_db()
+    assert private_run.status == RunStatus.SUCCEEDED
+
+
+def test_it_lets_only_the_owner_cancel(public_run, bob, charlie, private_run):
+    r = logged_in(bob).post(f"/runs/{public_run.pk}/cancel")
+    assert r.status_code == 403
+    assert "only they can cancel it" in r.content.decode()
+    assert logged_in(charlie).post(f"/runs/{private_run.pk}/cancel").status_code == 404
+    assert Client().post(f"/runs/{public_run.pk}/cancel").status_code == 302  # to log in
+    public_run.refresh_from_db()
+    private_run.refresh_from_db()
+    assert public_run.status == private_run.status == RunStatus.QUEUED
+
+
+# ---- candidates ---------------------------------------------------------------------------
+
+
+def test_it_shows_a_candidates_verdict(public_run):
+    add_candidate(
+        public_run,
+        1,
+        {"model_new.py": "x = 1\n"},
+        eager_ms=1.0,
+        compile_ms=0.8,
+        candidate_ms=0.5,
+        speedup_vs_eager=2.0,
+        speedup_vs_compile=1.6,
+        sol_ms=0.1,
+        sol_fraction=0.2,
+    )
+    r = Client().get(f"/runs/{public_run.pk}/candidates/1/")
+    page = r.content.decode()
+    assert r.status_code == 200
+    assert "matches the reference" in page
+    assert "0.5000 ms" in page and "1.600×" in page and "20%" in page
+    assert f'href="/runs/{public_run.pk}/candidates/1/bundle.zip"' in page
+
+
+def test_it_shows_violations_and_errors(public_run):
+    candidate = add_candidate(public_run, 1, {"model_new.py": "x = 1\n"}, verified=False)
+    candidate.verdict["verify"]["violations"] = [
+        {"code": "torch_in_forward", "detail": "aten::relu ran <inside> forward"}
+    ]
+    candidate.verdict["verify"]["error"] = "Traceback ...\nRuntimeError: boom"
+    candidate.save()
+    page = Client().get(f"/runs/{public_run.pk}/candidates/1/").content.decode()
+    assert "torch_in_forward" in page and "aten::relu ran &lt;inside&gt; forward" in page
+    assert "RuntimeError: boom" in page
+    assert "not verified" in page
+
+
+def test_it_escapes_candidate_sources(public_run):
+    add_candidate(public_run, 1, {"model_new.py": "x = 1\n"})
+    add_candidate(
+        public_run, 2, {"model_new.py": f"# {SCRIPT}\nx = 1\n", "kernels/k.cu": f"// {SCRIPT}\n"}
+    )
+    page = Client().get(f"/runs/{public_run.pk}/candidates/2/").content.decode()
+    assert SCRIPT not in page
+    assert ESCAPED in page
+
+
+def test_it_diffs_each_file_against_the_previous_candidate(public_run):
+    add_candidate(public_run, 1, {"model_new.py": "a = 1\nb = 2\n", "kernels/old.cu": "old\n"})
+    add_candidate(public_run, 2, {"model_new.py": "a = 1\nb = 3\n", "kernels/new.cu": "new\n"})
+    page = Client().get(f"/runs/{public_run.pk}/candidates/2/").content.decode()
+    assert "Changes since candidate 1" in page
+    assert '<span class="del">-b = 2</span>' in page
+    assert '<span class="add">+b = 3</span>' in page
+    assert '<span class="add">+new</span>' in page  # a new file
+    assert "removed since candidate 1" in page and '<span class="del">-old</span>' in page
+    first = Client().get(f"/runs/{public_run.pk}/candidates/1/").content.decode()
+    assert "Changes since" not in first
+
+
+def test_it_hides_candidates_of_a_private_run(private_run, alice, charlie):
+    add_candidate(private_run, 1, {"model_new.py": "x = 1\n"})
+    url = f"/runs/{private_run.pk}/candidates/1/"
+    assert logged_in(alice).get(url).status_code == 200
+    assert logged_in(charlie).get(url).status_code == 404
+    assert Client().get(url).status_code == 404
+    assert logged_in(alice).get(f"/runs/{private_run.pk}/candidates/2/").status_code == 404
+
+
+# ---- bundles ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_bundle(monkeypatch):
+    monkeypatch.setattr(views, "build_bundle", lambda candidate: b"PK\x05\x06" + b"\0" * 18)
+    monkeypatch.setattr(views, "bundle_filename", lambda c: f"run{c.run_id}-{c.seq}.zip")
+
+
+def test_it_downloads_the_best_candidate_of_a_public_run(public_run, fake_bundle):
+    make_best(public_run, add_candidate(public_run, 1, {"model_new.py": "x = 1\n"}))
+    r = Client().get(f"/runs/{public_run.pk}/bundle.zip")
+    assert r.status_code == 200
+    assert r["Content-Type"] == "application/zip"
+    assert r["Content-Disposition"] == f'attachment; filename="run{public_run.pk}-1.zip"'
+    r = Client().get(f"/runs/{public_run.pk}/candidates/1/bundle.zip")
+    assert r.status_code == 200 and r.content.startswith(b"PK")
+
+
+def test_it_says_when_there_is_no_verified_candidate(public_run, fake_bundle):
+    r = Client().get(f"/runs/{public_run.pk}/bundle.zip")
+    assert r.status_code == 404
+    assert "has no verified candidate" in r.content.decode()
+    make_best(public_run, add_candidate(public_run, 1, {"model_new.py": "x"}, verified=False))
+    assert Client().get(f"/runs/{public_run.pk}/bundle.zip").status_code == 404
+
+
+def test_it_hides_the_bundles_of_a_private_run(private_run, alice, charlie, fake_bundle):
+    make_best(private_run, add_candidate(private_run, 1, {"model_new.py": "x = 1\n"}))
+    for url in (
+        f"/runs/{private_run.pk}/bundle.zip",
+        f"/runs/{private_run.pk}/candidates/1/bundle.zip",
+    ):
+        assert logged_in(charlie).get(url).status_code == 404
+        assert Client().get(url).status_code == 404
+        assert logged_in(alice).get(url).status_code == 200
