@@ -1,7 +1,8 @@
 """Benchmarks the built-in fusion agent on the ops in benchmarks/fusion/ and writes the table
 into docs/benchmarks.md.
 
-    PYTHONPATH=. python3 scripts/bench_fusion.py [--device cuda] [OP ...]
+    PYTHONPATH=. python3 scripts/bench_fusion.py [--device cuda] [--json ROWS.json] [OP ...]
+    PYTHONPATH=. python3 scripts/bench_fusion.py --render A.json B.json   # one table from parts
 
 Each op goes through the whole agent run (inspect_graph, generated kernels, compile, verify,
 profile, launch tuning) exactly as a user's run would. Per op: whether the result verified, eager
@@ -90,7 +91,22 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument(
+        "--render", type=Path, nargs="+", help="write the table from earlier --json files"
+    )
     args = parser.parse_args()
+    if args.render:
+        parts = [json.loads(path.read_text()) for path in args.render]
+        rows = [row for part in parts for row in part["rows"]]
+        commands = "`; `".join(part["command"] for part in parts)
+        section = render(rows, parts[0]["env"], commands)
+    else:
+        section = measure(args)
+    print(section)
+    write_section(args.out, "fusion", section)
+
+
+def measure(args: argparse.Namespace) -> str:
     from gpu_workers.harness import environment, settings
 
     paths = [OPS / f"{name}.py" for name in args.ops] or sorted(OPS.glob("*.py"))
@@ -98,13 +114,11 @@ def main() -> None:
     for path in paths:
         rows.append(run_op(path, args.device))
         print(json.dumps(rows[-1]), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
     env = environment.describe(args.device, settings.gpu_index())
     command = "PYTHONPATH=. python3 scripts/bench_fusion.py" + "".join(f" {o}" for o in args.ops)
-    section = render(rows, env, command)
-    print(section)
-    write_section(args.out, "fusion", section)
+    if args.json:
+        args.json.write_text(json.dumps({"env": env, "command": command, "rows": rows}, indent=2))
+    return render(rows, env, command)
 
 
 if __name__ == "__main__":
