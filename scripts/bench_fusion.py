@@ -28,13 +28,15 @@ OPS = REPO / "benchmarks" / "fusion"
 BEGIN, END = markers("fusion")
 
 
-def run_op(path: Path, device: str) -> dict:
+def run_op(path: Path, device: str, max_turns: int | None) -> dict:
     from agent.backends import make_backend
     from agent.config import load_agent
     from agent.loop import Agent
     from gpu_workers.harness.session import Session
 
     config = load_agent("fusion")
+    if max_turns:
+        config = config.with_budget(max_turns=max_turns)
     started = time.monotonic()
     with Session(path.read_text(), device=device) as session:
         result = Agent(config, make_backend(config), session).run()
@@ -91,6 +93,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--max-turns", type=int, default=None, help="caps each run's tuning")
     parser.add_argument(
         "--render", type=Path, nargs="+", help="write the table from earlier --json files"
     )
@@ -110,14 +113,17 @@ def measure(args: argparse.Namespace) -> str:
     from gpu_workers.harness import environment, settings
 
     paths = [OPS / f"{name}.py" for name in args.ops] or sorted(OPS.glob("*.py"))
-    rows = []
-    for path in paths:
-        rows.append(run_op(path, args.device))
-        print(json.dumps(rows[-1]), flush=True)
     env = environment.describe(args.device, settings.gpu_index())
     command = "PYTHONPATH=. python3 scripts/bench_fusion.py" + "".join(f" {o}" for o in args.ops)
-    if args.json:
-        args.json.write_text(json.dumps({"env": env, "command": command, "rows": rows}, indent=2))
+    if args.max_turns:
+        command += f" --max-turns {args.max_turns}"
+    rows = []
+    for path in paths:
+        rows.append(run_op(path, args.device, args.max_turns))
+        print(json.dumps(rows[-1]), flush=True)
+        if args.json:  # after every op, so a cut-off run keeps what it measured
+            part = {"env": env, "command": command, "rows": rows}
+            args.json.write_text(json.dumps(part, indent=2))
     return render(rows, env, command)
 
 
