@@ -70,7 +70,7 @@ class FusionBackend:
             return
         results = yield self._reply("Time the default launch configuration.", ("profile", {}))
         best = yield from self._tune(program, _speedup(results[0]))
-        yield self._finish(f"Fused {len(program.kernels)} kernel(s); best launch: {best}.")
+        yield self._finish(f"Fused {len(program.kernels)} kernel(s); best launch: {_launch(best)}.")
 
     def _tune(self, program: FusionProgram, baseline: float | None) -> Generator:
         """Coordinate descent over each kernel's tunables; returns the best launch found."""
@@ -112,6 +112,14 @@ class FusionBackend:
 
     def _finish(self, summary: str) -> Reply:
         return self._reply(summary, ("finish", {"summary": summary}))
+
+
+def _launch(launch: dict) -> str:
+    """{"k0": {"threads": 256}} as "k0 threads=256"."""
+    return "; ".join(
+        f"{kernel} " + " ".join(f"{k}={v}" for k, v in params.items())
+        for kernel, params in launch.items()
+    )
 
 
 def _latest_results(messages: list[dict]) -> Results:
