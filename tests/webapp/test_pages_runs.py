@@ -7,7 +7,6 @@ import pytest
 from django.test import Client
 
 from tests.webapp.conftest import make_problem, make_run
-from webapp.runs import views
 from webapp.runs.models import Candidate, RunStatus
 from webapp.runs.trace import record_event
 
@@ -216,23 +215,24 @@ def test_it_hides_candidates_of_a_private_run(private_run, alice, charlie):
 # ---- bundles ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_bundle(monkeypatch):
-    monkeypatch.setattr(views, "build_bundle", lambda candidate: b"PK\x05\x06" + b"\0" * 18)
-    monkeypatch.setattr(views, "bundle_filename", lambda c: f"run{c.run_id}-{c.seq}.zip")
-
-
-def test_it_downloads_the_best_candidate_of_a_public_run(public_run, fake_bundle):
+def test_it_downloads_the_best_candidate_of_a_public_run(public_run):
     make_best(public_run, add_candidate(public_run, 1, {"model_new.py": "x = 1\n"}))
     r = Client().get(f"/runs/{public_run.pk}/bundle.zip")
     assert r.status_code == 200
     assert r["Content-Type"] == "application/zip"
-    assert r["Content-Disposition"] == f'attachment; filename="run{public_run.pk}-1.zip"'
+    name = f"kernelarena-run{public_run.pk}-candidate1.zip"
+    assert r["Content-Disposition"] == f'attachment; filename="{name}"'
     r = Client().get(f"/runs/{public_run.pk}/candidates/1/bundle.zip")
     assert r.status_code == 200 and r.content.startswith(b"PK")
 
 
-def test_it_says_when_there_is_no_verified_candidate(public_run, fake_bundle):
+def test_it_offers_no_bundle_of_a_candidate_that_did_not_verify(public_run):
+    add_candidate(public_run, 1, {"model_new.py": "x"}, verified=False)
+    r = Client().get(f"/runs/{public_run.pk}/candidates/1/bundle.zip")
+    assert r.status_code == 404 and "did not verify" in r.content.decode()
+
+
+def test_it_says_when_there_is_no_verified_candidate(public_run):
     r = Client().get(f"/runs/{public_run.pk}/bundle.zip")
     assert r.status_code == 404
     assert "has no verified candidate" in r.content.decode()
@@ -240,7 +240,7 @@ def test_it_says_when_there_is_no_verified_candidate(public_run, fake_bundle):
     assert Client().get(f"/runs/{public_run.pk}/bundle.zip").status_code == 404
 
 
-def test_it_hides_the_bundles_of_a_private_run(private_run, alice, charlie, fake_bundle):
+def test_it_hides_the_bundles_of_a_private_run(private_run, alice, charlie):
     make_best(private_run, add_candidate(private_run, 1, {"model_new.py": "x = 1\n"}))
     for url in (
         f"/runs/{private_run.pk}/bundle.zip",

@@ -113,8 +113,11 @@ def run_bundle(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 def candidate_bundle(request: HttpRequest, run_id: int, seq: int) -> HttpResponse:
-    run = _visible_run(request, run_id)
-    return _bundle_response(_candidate(run, seq))
+    """Only verified candidates download, as from the API: a bundle is a kernel that works."""
+    candidate = _candidate(_visible_run(request, run_id), seq)
+    if not candidate.verified:
+        raise Http404(f"Candidate {seq} of run {run_id} did not verify: it has no bundle.")
+    return _bundle_response(candidate)
 
 
 def _bundle_response(candidate: Candidate) -> HttpResponse:
