@@ -84,12 +84,16 @@ def _run_agent(run: Run) -> RunResult:
 def _finish(run: Run, result: RunResult | None, detail: str) -> str:
     with transaction.atomic():
         # Locked so that a cancel arriving now is either seen here or refused there.
-        current = Run.objects.select_for_update().filter(pk=run.pk).values("status").get()
-        has_best = Run.objects.filter(pk=run.pk, best_candidate__isnull=False).exists()
-        if current["status"] == RunStatus.CANCELLED:
+        current, best_id = (
+            Run.objects.select_for_update()
+            .filter(pk=run.pk)
+            .values_list("status", "best_candidate_id")
+            .get()
+        )
+        if current == RunStatus.CANCELLED:
             status = RunStatus.CANCELLED
         else:
-            status = RunStatus.SUCCEEDED if has_best else RunStatus.FAILED
+            status = RunStatus.SUCCEEDED if best_id is not None else RunStatus.FAILED
         error = "" if status == RunStatus.SUCCEEDED else detail
         if status == RunStatus.FAILED and result is not None:
             error = f"no verified candidate ({result.status}): {detail}".strip()

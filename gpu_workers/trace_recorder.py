@@ -2,7 +2,8 @@
 
 The agent loop calls the recorder for every event. Each becomes a TraceEvent (saved, then sent to
 viewers after commit); a candidate event also stores the candidate's sources and verdict, and
-moves the run's best result; every event refreshes the run's heartbeat and spend.
+moves the run's best result; every event refreshes the run's spend. (gpu_workers.heartbeat
+keeps the run's heartbeat.)
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import math
 
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from agent.loop import Agent
 from webapp.runs.models import Candidate, Run, RunStatus
@@ -43,7 +43,7 @@ class TraceRecorder:
         with transaction.atomic():
             if kind == "candidate":
                 payload["seq"] = self._save_candidate(payload)
-            self._touch()
+            self._record_spend()
             record_event(self.run, kind, payload)
 
     def cancel_reason(self) -> str | None:
@@ -86,14 +86,11 @@ class TraceRecorder:
             return True
         return (speedup is not None, speedup or 0) > (best_speedup is not None, best_speedup or 0)
 
-    def _touch(self) -> None:
+    def _record_spend(self) -> None:
         usage = self.agent.usage if self.agent else None
-        spend = {}
         if usage is not None:
-            spend = {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "cost_dollars": usage.cost_usd,
-            }
-        Run.objects.filter(pk=self.run.pk).update(**spend)
-        Run.objects.filter(pk=self.run.pk, heartbeat__isnull=False).update(heartbeat=timezone.now())
+            Run.objects.filter(pk=self.run.pk).update(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cost_dollars=usage.cost_usd,
+            )

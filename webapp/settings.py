@@ -23,6 +23,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -156,7 +158,7 @@ PROTOCOLS = ["loose", "fp32-strict"]
 VALIDATION_GPU_TYPE = GPU_TYPES[0]
 
 # Abuse limits: the largest problem source accepted, and how many runs a user may start an hour.
-PROBLEM_MAX_BYTES = 256 * 1024
+PROBLEM_MAX_BYTES = MAX_SOURCE_BYTES  # the source checks' own limit
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 RUNS_PER_HOUR = _env_int("KERNELARENA_RUNS_PER_HOUR", 30)

@@ -9,6 +9,7 @@ Named users: alice and bob own things; charlie is the outsider in every 404/403 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import django
@@ -35,6 +36,7 @@ from django.contrib.auth.models import User  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from tests.conftest import problem_source  # noqa: E402
+from tests.webapp.live_stack import LiveStack  # noqa: E402
 from webapp.accounts.tokens import issue_token  # noqa: E402
 from webapp.problems.models import Problem, ProblemStatus, Visibility  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
@@ -50,6 +52,45 @@ def redis_server():
         process = embedded_redis.start(EMBEDDED_REDIS_SOCKET)
     yield os.environ["REDIS_URL"]
     embedded_redis.stop(process)
+
+
+@pytest.fixture
+def stack(redis_server, tmp_path):
+    """The whole product as processes (live_stack.py): the web server and one worker."""
+    import redis
+
+    redis.Redis.from_url(redis_server).delete("gpu.cpu")  # nothing left from an earlier session
+    live = LiveStack(tmp_path).start()
+    yield live
+    live.stop()
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Headless chromium as root, with no reach beyond this machine.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """Debian's chromium driven by Playwright (its own browser download does not work here)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make test installs it as root)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM is used between calls.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
 
 
 @pytest.fixture

@@ -10,20 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import problem_source
-from tests.webapp.live_stack import LiveStack
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# Headless chromium as root, with no reach beyond this machine.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOTS = (
     Path(os.environ.get("KERNELARENA_SCREENSHOTS", ""))
     if os.environ.get("KERNELARENA_SCREENSHOTS")
@@ -32,26 +20,8 @@ SCREENSHOTS = (
 
 
 @pytest.fixture
-def stack(redis_server, tmp_path):
-    live = LiveStack(tmp_path).start()
-    yield live
-    live.stop()
-
-
-@pytest.fixture
-def page(monkeypatch):
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (make test installs it as root)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the test itself touches the
-    # database only before and after, through the fixtures.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        yield page
-        browser.close()
+def page(browser):
+    return browser.new_page(viewport={"width": 1280, "height": 900})
 
 
 def test_a_new_user_uploads_an_op_and_watches_the_agent_live(stack, page, tmp_path):

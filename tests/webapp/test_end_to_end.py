@@ -11,7 +11,6 @@ import sys
 import zipfile
 
 import pytest
-import redis
 from websockets.sync.client import connect
 
 from tests.webapp.conftest import make_problem
@@ -19,14 +18,6 @@ from tests.webapp.live_stack import LiveStack
 from webapp.accounts.tokens import issue_token
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture
-def stack(redis_server, tmp_path):
-    redis.Redis.from_url(redis_server).delete("gpu.cpu")  # nothing left from an earlier session
-    live = LiveStack(tmp_path).start()
-    yield live
-    live.stop()
 
 
 def watch(stack: LiveStack, run_id: int, token: str, after: int = 0, stop_after: int = 0):

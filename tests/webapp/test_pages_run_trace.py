@@ -7,10 +7,8 @@ connection is the server killed and started again on the same port."""
 
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timezone as tz
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -25,8 +23,6 @@ from webapp.runs.models import Run, RunStatus
 from webapp.runs.trace import record_event
 
 pytestmark = pytest.mark.django_db(transaction=True)
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 XSS = '<img src=x onerror="window.pwned=1">'
 COMPILE_LOG = "building kernels/k.cu\nkernels/k.cu:3:1: error: expected ';'\n1 error"
 
@@ -124,20 +120,6 @@ def stack(redis_server, tmp_path):
     live = LiveStack(tmp_path)
     yield live
     live.stop()
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM is used between calls.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 class Viewer:

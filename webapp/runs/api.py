@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 
 from webapp.errors import ErrorOut, error
 from webapp.problems.models import Problem
+from webapp.runs.bundle import bundle_response
 from webapp.runs.lifecycle import BadRunOption, RateLimited, RunRefused, cancel_run, start_run
 from webapp.runs.models import Candidate, Run
 from webapp.runs.schemas import CandidateOut, CandidateSummaryOut, RunIn, RunOut, TraceEventOut
@@ -143,8 +144,6 @@ def download_bundle(request: HttpRequest, run_id: int, candidate: int | None = N
     """A zip of the run's best verified candidate (or `?candidate=SEQ`): model_new.py,
     kernels/, the binding files, build.py (builds and verifies with only torch installed) and
     report.json."""
-    from webapp.runs.bundle import build_bundle, bundle_filename
-
     run = _visible_run(request, run_id)
     if run is None:
         return _not_found(run_id)
@@ -153,9 +152,7 @@ def download_bundle(request: HttpRequest, run_id: int, candidate: int | None = N
     if chosen is None:
         what = f"candidate {candidate}" if candidate is not None else "best candidate"
         return error(404, f"run {run_id} has no verified {what} to download")
-    response = HttpResponse(build_bundle(chosen), content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{bundle_filename(chosen)}"'
-    return response
+    return bundle_response(chosen)
 
 
 def _best_seq(run: Run) -> int | None:

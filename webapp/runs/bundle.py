@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
+from django.http import HttpResponse
 
 from webapp.runs.models import Candidate, EventKind, Run
 
@@ -240,3 +241,10 @@ def build_bundle(candidate: Candidate) -> bytes:
         for name in sorted(entries):
             _write(archive, f"{folder}/{name}", entries[name])
     return buffer.getvalue()
+
+
+def bundle_response(candidate: Candidate) -> HttpResponse:
+    """The zip as a download, for the page and the API alike."""
+    response = HttpResponse(build_bundle(candidate), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{bundle_filename(candidate)}"'
+    return response

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from webapp.highlight import highlight
 from webapp.runs import lifecycle
-from webapp.runs.bundle import build_bundle, bundle_filename
+from webapp.runs.bundle import bundle_response
 from webapp.runs.models import ACTIVE, Candidate, EventKind, Run, TraceEvent
 
 
@@ -109,7 +109,7 @@ def run_bundle(request: HttpRequest, run_id: int) -> HttpResponse:
             f"Run {run.pk} has no verified candidate, so there is no bundle to download"
             f"{' yet' if run.status in ACTIVE else ''}."
         )
-    return _bundle_response(run.best_candidate)
+    return bundle_response(run.best_candidate)
 
 
 def candidate_bundle(request: HttpRequest, run_id: int, seq: int) -> HttpResponse:
@@ -117,13 +117,7 @@ def candidate_bundle(request: HttpRequest, run_id: int, seq: int) -> HttpRespons
     candidate = _candidate(_visible_run(request, run_id), seq)
     if not candidate.verified:
         raise Http404(f"Candidate {seq} of run {run_id} did not verify: it has no bundle.")
-    return _bundle_response(candidate)
-
-
-def _bundle_response(candidate: Candidate) -> HttpResponse:
-    response = HttpResponse(build_bundle(candidate), content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{bundle_filename(candidate)}"'
-    return response
+    return bundle_response(candidate)
 
 
 # ---- presentation ------------------------------------------------------------------------------
