@@ -19,13 +19,15 @@ from django.utils import timezone
 from agent.backends import make_backend
 from agent.config import load_agent
 from agent.loop import Agent, RunResult
-from gpu_workers.harness import environment, protocol
+from agent.submission import submission_backend, submission_config
+from gpu_workers.harness import environment, gpu_lock, protocol
 from gpu_workers.harness import settings as harness_settings
 from gpu_workers.harness.session import Session
 from gpu_workers.heartbeat import Heartbeat
 from gpu_workers.trace_recorder import TraceRecorder
+from webapp.leaderboard.grading import enqueue_regrade
 from webapp.runs.lifecycle import end_event
-from webapp.runs.models import Run, RunStatus
+from webapp.runs.models import Run, RunKind, RunStatus
 from webapp.runs.trace import record_event
 
 log = logging.getLogger(__name__)
@@ -51,23 +53,31 @@ def run(run_id: int, worker: str) -> str:
     if not run.claim(worker):
         return f"run {run_id} was not queued (another worker claimed it, or it was cancelled)"
     record_event(run, "status", {"state": "claimed", "worker": worker, "attempt": run.attempts})
+    gpu_held_before = gpu_lock.held_seconds()
     try:
         with Heartbeat(run.pk, settings.RUN_HEARTBEAT_S):
             result = _run_agent(run)
     except Exception as exc:  # a workspace, config or harness failure: the run ends, with why
         log.exception("run %s failed", run_id)
         detail = f"the worker could not run the agent: {exc}"
-        _finish(run, None, detail + "\n" + traceback.format_exc(limit=5))
-        return detail
-    return _finish(run, result, result.detail)
+        result, detail = None, detail + "\n" + traceback.format_exc(limit=5)
+    else:
+        detail = result.detail
+    gpu_seconds = gpu_lock.held_seconds() - gpu_held_before
+    return _finish(run, result, detail, gpu_seconds)
 
 
 def _run_agent(run: Run) -> RunResult:
-    config = load_agent(run.agent)
+    if run.kind == RunKind.SUBMISSION:
+        config, backend = submission_config(), submission_backend(run.submitted_sources)
+    else:
+        config = load_agent(run.agent)
+        if run.max_turns:  # a suite evaluation's fixed budget
+            config = config.with_budget(max_turns=run.max_turns)
+        backend = make_backend(config)  # fails fast on a missing API key or script
     budget_s = settings.RUN_TIME_LIMIT_S - TIME_LIMIT_MARGIN_S
     if not config.budget.max_seconds or config.budget.max_seconds > budget_s:
         config = config.with_budget(max_seconds=budget_s)
-    backend = make_backend(config)  # fails fast on a missing API key or script
     device = device_for(run.gpu_type)
     proto = protocol.by_name(run.protocol)
     context = {
@@ -81,7 +91,7 @@ def _run_agent(run: Run) -> RunResult:
         return agent.run()
 
 
-def _finish(run: Run, result: RunResult | None, detail: str) -> str:
+def _finish(run: Run, result: RunResult | None, detail: str, gpu_seconds: float) -> str:
     with transaction.atomic():
         # Locked so that a cancel arriving now is either seen here or refused there.
         current, best_id = (
@@ -97,6 +107,11 @@ def _finish(run: Run, result: RunResult | None, detail: str) -> str:
         error = "" if status == RunStatus.SUCCEEDED else detail
         if status == RunStatus.FAILED and result is not None:
             error = f"no verified candidate ({result.status}): {detail}".strip()
-        Run.objects.filter(pk=run.pk).update(status=status, error=error, finished=timezone.now())
+        Run.objects.filter(pk=run.pk).update(
+            status=status, error=error, finished=timezone.now(), gpu_seconds=gpu_seconds
+        )
         end_event(run, status, error or detail)
+        if status == RunStatus.SUCCEEDED:  # its best candidate counts once it is re-graded
+            run.best_candidate_id = best_id
+            enqueue_regrade(run)
     return f"run {run.pk} {status}"

@@ -1,8 +1,9 @@
-"""Celery tasks, thin: the work is in gpu_workers.problem_validation and gpu_workers.agent_run.
+"""Celery tasks, thin: the work is in gpu_workers.problem_validation, agent_run,
+baseline_measurement and regrade.
 
 Start a worker per GPU, pinned, on its type's queue:
     CUDA_VISIBLE_DEVICES=0 celery -A webapp.celery worker -Q gpu.h100 --concurrency 2
-Tasks are acknowledged late and re-delivered if the worker dies; both jobs are idempotent.
+Tasks are acknowledged late and re-delivered if the worker dies; every job is idempotent.
 Each worker also reaps runs whose worker died (webapp.runs.recovery): at start, then every
 REAP_EVERY_S seconds (more often when settings.RUN_STALE_AFTER_S is short, as in tests).
 """
@@ -16,8 +17,8 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection
 
-from gpu_workers import agent_run, problem_validation
-from webapp.celery import RUN_AGENT, VALIDATE_PROBLEM, app
+from gpu_workers import agent_run, baseline_measurement, problem_validation, regrade
+from webapp.celery import MEASURE_BASELINES, REGRADE_RUN, RUN_AGENT, VALIDATE_PROBLEM, app
 from webapp.runs.recovery import reap_stale_runs
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,16 @@ def validate_problem(problem_id: int) -> str:
 @app.task(name=RUN_AGENT, time_limit=settings.RUN_TIME_LIMIT_S)
 def run_agent(run_id: int) -> str:
     return agent_run.run(run_id, agent_run.worker_name())
+
+
+@app.task(name=MEASURE_BASELINES, time_limit=VALIDATION_TIME_LIMIT_S * 2)
+def measure_baselines(baseline_id: int, repeats: int = 1) -> str:
+    return baseline_measurement.measure(baseline_id, repeats)
+
+
+@app.task(name=REGRADE_RUN, time_limit=VALIDATION_TIME_LIMIT_S)
+def regrade_run(run_id: int) -> str:
+    return regrade.regrade(run_id, agent_run.worker_name())
 
 
 _reaper_stop = threading.Event()

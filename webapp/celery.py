@@ -18,6 +18,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 
 VALIDATE_PROBLEM = "gpu_workers.tasks.validate_problem"
 RUN_AGENT = "gpu_workers.tasks.run_agent"
+MEASURE_BASELINES = "gpu_workers.tasks.measure_baselines"
+REGRADE_RUN = "gpu_workers.tasks.regrade_run"
 
 
 def queue_for(gpu_type: str) -> str:
@@ -33,3 +35,11 @@ def send_validation(problem_id: int) -> None:
 
 def send_run(run_id: int, gpu_type: str) -> None:
     app.send_task(RUN_AGENT, args=[run_id], queue=queue_for(gpu_type))
+
+
+def send_baselines(baseline_id: int, gpu_type: str, repeats: int) -> None:
+    app.send_task(MEASURE_BASELINES, args=[baseline_id, repeats], queue=queue_for(gpu_type))
+
+
+def send_regrade(run_id: int, gpu_type: str) -> None:
+    app.send_task(REGRADE_RUN, args=[run_id], queue=queue_for(gpu_type))

@@ -173,6 +173,7 @@ INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.problems",
     "webapp.runs",
+    "webapp.suites",
     "webapp.leaderboard",
 ]
 

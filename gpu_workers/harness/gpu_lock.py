@@ -10,6 +10,14 @@ from contextlib import contextmanager
 
 from gpu_workers.harness import settings
 
+# Seconds this process has held a device lock, summed: a run's GPU time is the difference over
+# the run (a worker process runs one task at a time).
+_held_s = 0.0
+
+
+def held_seconds() -> float:
+    return _held_s
+
 
 @contextmanager
 def hold(device: str) -> Iterator[float]:
@@ -20,7 +28,10 @@ def hold(device: str) -> Iterator[float]:
     started = time.monotonic()
     with open(lock_dir / f"{name}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        acquired = time.monotonic()
         try:
-            yield time.monotonic() - started
+            yield acquired - started
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+            global _held_s
+            _held_s += time.monotonic() - acquired

@@ -78,18 +78,29 @@ def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
 
 def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
     """Eager and torch.compile times for this problem on this device, measured once."""
-    sha = problem_mod.source_sha256(problem_path.read_text())
-    path = _baseline_path(sha, device, protocol)
+    path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     if path.is_file():
         return {**json.loads(path.read_text()), "cached": True}
+    result = measure_baselines(problem_path, device, protocol, workdir)
+    store_baselines(problem_path, device, protocol, result)
+    return {**result, "cached": False}
+
+
+def measure_baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
+    """Measures the baselines now, in the sandbox, whatever is cached."""
     request = {"problem": str(problem_path), "device": device, "protocol": protocol.to_request()}
     result, failure = sandbox.run_step("baselines", request, workdir, device, timeout_s=1800)
     if failure:
         raise problem_mod.ProblemError(f"measuring baselines failed: {failure}")
     result["environment"] = environment.describe(device, settings.gpu_index())
+    return result
+
+
+def store_baselines(problem_path: Path, device: str, protocol: Protocol, result: dict) -> None:
+    """What every later profile of this problem on this device and software is compared with."""
+    path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result))
-    return {**result, "cached": False}
+    path.write_text(json.dumps({k: v for k, v in result.items() if k != "cached"}))
 
 
 def run(

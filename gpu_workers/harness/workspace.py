@@ -8,20 +8,17 @@ The harness itself is never inside the workspace.
 
 from __future__ import annotations
 
-import re
 import shutil
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from gpu_workers.harness import settings
-
-READ_ONLY = ("SKILL.md", "model.py", "binding.cpp", "binding_registry.h")
-KERNEL_SUFFIXES = {
-    "cuda": (".cu", ".cuh", ".cpp", ".h", ".hpp"),
-    "cpu": (".cpp", ".h", ".hpp"),
-}
-_KERNEL_NAME = re.compile(r"^kernels/[A-Za-z0-9_]+\.[a-z]+$")
-MAX_FILE_BYTES = 512 * 1024
+from gpu_workers.harness.workspace_paths import (
+    MAX_FILE_BYTES,
+    READ_ONLY,
+    relative_path,
+    writable_path,
+)
 
 
 @dataclass
@@ -31,25 +28,10 @@ class Workspace:
 
     def resolve(self, path: str) -> Path:
         """The absolute path of a workspace file; ValueError if it would escape the workspace."""
-        rel = PurePosixPath(path.strip())
-        if rel.is_absolute() or ".." in rel.parts or not rel.parts:
-            raise ValueError(
-                f"{path!r} is outside the workspace: use a relative path like model.py"
-            )
-        return self.root / rel
+        return self.root / relative_path(path)
 
     def check_writable(self, path: str) -> str:
-        rel = str(PurePosixPath(path.strip()))
-        self.resolve(rel)
-        if rel in READ_ONLY:
-            raise PermissionError(f"{rel} is read-only: write model_new.py and files in kernels/")
-        suffixes = KERNEL_SUFFIXES[self.target]
-        if rel == "model_new.py" or (_KERNEL_NAME.match(rel) and rel.endswith(suffixes)):
-            return rel
-        raise ValueError(
-            f"{rel!r} cannot be written: only model_new.py and kernels/<name>"
-            f"{{{','.join(suffixes)}}} (letters, digits and _ in the name)"
-        )
+        return writable_path(path, self.target)
 
     def list_files(self) -> list[str]:
         return sorted(

@@ -1,5 +1,5 @@
 """The web process never imports torch or the harness's runtime (DESIGN.md, dependency
-direction); of gpu_workers it may use only the standard-library source checks."""
+direction); of gpu_workers it may use only the standard-library source and file-name checks."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ django.setup()
 import webapp.urls, webapp.asgi, webapp.wsgi
 from django.contrib import admin
 admin.autodiscover()
-allowed = {"gpu_workers", "gpu_workers.harness", "gpu_workers.harness.problem_source"}
+allowed = {
+    "gpu_workers", "gpu_workers.harness", "gpu_workers.harness.problem_source",
+    "gpu_workers.harness.workspace_paths",
+}
 bad = sorted(
     m for m in sys.modules
     if m == "torch" or m.startswith("torch.") or (m.startswith("gpu_workers") and m not in allowed)

@@ -19,6 +19,11 @@ class RunStatus(models.TextChoices):
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
+class RunKind(models.TextChoices):
+    AGENT = "agent"  # an agent configuration writes the kernels
+    SUBMISSION = "submission"  # a person submitted them (submitted_sources); the worker checks
+
+
 class RunQuerySet(models.QuerySet):
     def visible_to(self, user) -> RunQuerySet:
         """A run is as visible as its problem: the owner's own, and every run on a public
@@ -35,6 +40,14 @@ class Run(models.Model):
     agent = models.CharField(max_length=100)  # an agent configuration's name (agents.toml)
     gpu_type = models.CharField(max_length=40)  # names the worker queue, e.g. "h100", "cpu"
     protocol = models.CharField(max_length=40, default="loose")
+    kind = models.CharField(max_length=12, choices=RunKind.choices, default=RunKind.AGENT)
+    # A submission's files (model_new.py, kernels/…), as the person sent them.
+    submitted_sources = models.JSONField(default=dict, blank=True)
+    # Set when the run is one problem of a suite evaluation (one run per problem, fixed budget).
+    evaluation = models.ForeignKey(
+        "suites.Evaluation", models.CASCADE, null=True, blank=True, related_name="runs"
+    )
+    max_turns = models.PositiveIntegerField(null=True, blank=True)  # caps the config's budget
     status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.QUEUED)
     worker = models.CharField(max_length=200, blank=True)  # who claimed it (host:pid)
     best_candidate = models.ForeignKey(
@@ -45,6 +58,7 @@ class Run(models.Model):
     prompt_tokens = models.BigIntegerField(default=0)
     completion_tokens = models.BigIntegerField(default=0)
     cost_dollars = models.FloatField(default=0.0)
+    gpu_seconds = models.FloatField(default=0.0)  # time the run held the GPU lock
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)  # claims so far; >1 after a lost worker
     # Touched by the running worker every few seconds; a stale one means the worker is gone.

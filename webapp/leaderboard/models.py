@@ -1,0 +1,47 @@
+"""A Grade is the isolated re-grade of a run's best candidate: the only result a board counts.
+
+After a run ends with a verified candidate, a worker verifies and times that candidate again in
+a fresh session (a new sandboxed process) with secret seeds, holding the GPU lock
+(gpu_workers.regrade). A clean result is `ranked`; a violation, a failed check on the secret
+seeds or a time under the speed-of-light floor is held `under_review`: shown, never ranked.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class GradeStatus(models.TextChoices):
+    PENDING = "pending"  # waiting for a worker
+    RANKED = "ranked"  # verified and timed again, clean: it counts
+    UNDER_REVIEW = "under_review"  # `reasons` says why; never ranked
+
+
+class Grade(models.Model):
+    run = models.OneToOneField("runs.Run", models.CASCADE, related_name="grade")
+    candidate = models.ForeignKey("runs.Candidate", models.CASCADE, related_name="grades")
+    status = models.CharField(
+        max_length=14, choices=GradeStatus.choices, default=GradeStatus.PENDING
+    )
+    reasons = models.JSONField(default=list, blank=True)  # why it is under review
+    verdict = models.JSONField(default=dict, blank=True)  # the re-grade's harness verdict
+    candidate_ms = models.FloatField(null=True, blank=True)
+    eager_ms = models.FloatField(null=True, blank=True)
+    compile_ms = models.FloatField(null=True, blank=True)
+    compile_max_autotune_ms = models.FloatField(null=True, blank=True)
+    speedup_vs_eager = models.FloatField(null=True, blank=True)
+    speedup_vs_compile = models.FloatField(null=True, blank=True)
+    sol_ms = models.FloatField(null=True, blank=True)
+    sol_fraction = models.FloatField(null=True, blank=True)
+    max_rel_err = models.FloatField(null=True, blank=True)
+    secret_seeds = models.PositiveSmallIntegerField(default=0)  # how many; the seeds stay secret
+    worker = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    graded = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["status"], name="grade_status")]
+
+    def __str__(self) -> str:
+        return f"grade of run {self.run_id}: {self.status}"
