@@ -73,12 +73,14 @@ def judge(verdict: dict) -> tuple[str, list[str]]:
         return GradeStatus.UNDER_REVIEW, ["it no longer compiles: " + _tail(compiled.get("log"))]
     reasons = [_violation(v) for v in verified.get("violations") or []]
     if not verified.get("ok"):
-        if not reasons:
-            reasons.append(
-                "wrong output in the re-grade, which adds secret seeds to the public ones: "
-                + (verified.get("error") or f"max abs error {verified.get('max_abs_err')}")
-            )
-        return GradeStatus.UNDER_REVIEW, reasons
+        detail = reasons or [
+            verified.get("error") or f"max abs error {verified.get('max_abs_err')}"
+        ]
+        summary = (
+            f"failed the re-grade's checks (the public seeds plus {SECRET_SEEDS} secret ones, "
+            "in a fresh process)"
+        )
+        return GradeStatus.UNDER_REVIEW, [summary, *detail]
     reasons += [_violation(v) for v in profiled.get("violations") or []]
     if not profiled.get("ok") and not reasons:
         reasons.append("it could not be timed: " + (profiled.get("error") or "no reason given"))

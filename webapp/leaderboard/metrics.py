@@ -49,8 +49,8 @@ DEFINITIONS: list[tuple[str, str, str]] = [
         "entrant",
         "Entrant",
         "An agent configuration (its latest evaluation of this suite: one run "
-        "per problem under a fixed budget), a person (their best re-graded submission per problem), "
-        "or a compiler (torch.compile max-autotune, from the stored baselines).",
+        "per problem under a fixed budget), a person (their best re-graded submission per "
+        "problem), or a compiler (torch.compile max-autotune, from the stored baselines).",
     ),
     ("kind", "Kind", "agent, person or compiler."),
     (
@@ -95,7 +95,8 @@ DEFINITIONS: list[tuple[str, str, str]] = [
     (
         "geomean_speedup_vs_eager",
         "Geomean vs eager",
-        "Geometric mean of the speedup over eager PyTorch, over the same problems.",
+        "Geometric mean of the speedup over eager PyTorch, over the problems with a ranked "
+        "result (a problem whose torch.compile baseline failed still has an eager one).",
     ),
     (
         "median_sol_fraction",
@@ -248,7 +249,8 @@ def _spend(suite: Suite, entrant: Entrant) -> dict:
             "gpu_minutes_per_run": None,
             "under_review": 0,
         }
-    ended = entrant.runs.filter(status__in=ENDED, problem__in=suite.valid_problems())
+    in_suite = entrant.runs.filter(problem__in=suite.valid_problems())
+    ended = in_suite.filter(status__in=ENDED)
     spend = ended.aggregate(
         runs=Count("pk"),
         attempted=Count("problem", distinct=True),
@@ -259,7 +261,7 @@ def _spend(suite: Suite, entrant: Entrant) -> dict:
     seconds = spend.pop("gpu_seconds_per_run")
     spend["gpu_minutes_per_run"] = seconds / 60 if seconds is not None else None
     spend["under_review"] = Grade.objects.filter(
-        run__in=entrant.runs, status=GradeStatus.UNDER_REVIEW
+        run__in=in_suite, status=GradeStatus.UNDER_REVIEW
     ).count()
     return spend
 

@@ -1,0 +1,162 @@
+"""gpu_workers.regrade: a run's best candidate is verified and timed again in a fresh session
+with secret seeds before it counts. The real harness on the cpu target (compiler, sandbox,
+timing) and the real database; the planted cheat passes the public checks and is caught."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_workers import regrade
+from gpu_workers.harness import problem as harness_problem
+from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.session import Session
+from tests.conftest import problem_source
+from tests.gpu_workers.test_agent_run import fixture_files
+from tests.webapp.conftest import make_problem
+from webapp.leaderboard import grading
+from webapp.leaderboard.models import Grade, GradeStatus
+from webapp.runs.models import Candidate, Run, RunStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def no_queue(monkeypatch):
+    monkeypatch.setattr(grading, "REGRADE_HOOKS", [])
+
+
+def public_first_values(source: str, tmp_path) -> list[float]:
+    """x[0] of every input set the agent's own checks draw: the public trial seeds and the
+    timing seeds. The cheat below recognises exactly these inputs."""
+    path = tmp_path / "model.py"
+    path.write_text(source)
+    module = harness_problem.load_module(path, "regrade_probe")
+    seeds = [*LOOSE.seeds(), *LOOSE.timing_seeds]
+    return [harness_problem.make_inputs(module, s, "cpu")[0].flatten()[0].item() for s in seeds]
+
+
+def memorising_cheat(known: list[float]) -> dict[str, str]:
+    """relu(x) * scale on inputs it has seen, a wrong scale on any other: a kernel fitted to the
+    public test set."""
+    files = fixture_files("good_relu_scale")
+    table = ", ".join(f"{v!r}f" for v in known)
+    kernel = files["kernels/relu_scale.cpp"]
+    kernel = kernel.replace(
+        "  if (block <= 0) block = 4096;",
+        f"  static const float seen[] = {{{table}}};\n"
+        "  bool known = false;\n"
+        "  for (float v : seen) known = known || x[0] == v;\n"
+        "  if (!known) scale *= 0.5f;\n"
+        "  if (block <= 0) block = 4096;",
+    )
+    return {**files, "kernels/relu_scale.cpp": kernel}
+
+
+def finished_run(alice, source: str, files: dict[str, str]) -> Run:
+    """A run that ended with `files` as its verified best candidate, as the agent's own checks
+    left it."""
+    problem = make_problem(alice, source, public=True)
+    run = Run.objects.create(
+        problem=problem,
+        owner=alice,
+        agent="scripted-demo",
+        gpu_type="cpu",
+        protocol="loose",
+        status=RunStatus.SUCCEEDED,
+    )
+    candidate = Candidate.objects.create(
+        run=run, seq=1, sources=files, verified=True, speedup_vs_compile=1.0
+    )
+    Run.objects.filter(pk=run.pk).update(best_candidate=candidate, best_speedup_vs_compile=1.0)
+    run.refresh_from_db()
+    return run
+
+
+def graded(run: Run) -> Grade:
+    assert grading.enqueue_regrade(run).status == GradeStatus.PENDING
+    regrade.regrade(run.pk, "test-worker")
+    return Grade.objects.get(run=run)
+
+
+def test_a_clean_candidate_is_ranked_with_its_new_timing(alice):
+    run = finished_run(alice, problem_source("relu_scale"), fixture_files("good_relu_scale"))
+    grade = graded(run)
+    assert grade.status == GradeStatus.RANKED, grade.reasons
+    assert grade.reasons == [] and grade.secret_seeds == regrade.SECRET_SEEDS
+    assert grade.candidate_ms > 0 and grade.speedup_vs_eager > 0 and grade.speedup_vs_compile > 0
+    assert grade.verdict["verify"]["trials"] == LOOSE.trials + regrade.SECRET_SEEDS
+    # The verdict says how many secret seeds there were, never which.
+    assert grade.verdict["protocol"]["secret_seeds"] == regrade.SECRET_SEEDS
+    assert grade.worker == "test-worker" and grade.graded is not None
+
+
+def test_a_kernel_fitted_to_the_public_inputs_passes_them_and_is_caught(alice, tmp_path):
+    source = problem_source("relu_scale")
+    cheat = memorising_cheat(public_first_values(source, tmp_path))
+    with Session(source, device="cpu", protocol=LOOSE) as session:  # what the agent saw
+        for path, text in cheat.items():
+            session.write_file(path, text)
+        public = session.evaluate()
+    assert public["verify"]["ok"] and public["profile"]["ok"], public
+
+    grade = graded(finished_run(alice, source, cheat))
+    assert grade.status == GradeStatus.UNDER_REVIEW
+    assert "secret" in grade.reasons[0]
+    # Trials 0-4 use the public seeds; trial 5 is the first secret one.
+    assert grade.reasons[1].startswith(f"mismatch: trial {LOOSE.trials} "), grade.reasons
+    assert grade.candidate_ms is None  # never timed, so never a number to rank
+
+
+def test_a_time_under_the_speed_of_light_floor_is_held(alice):
+    files = fixture_files("bad_impossible_speed")
+    grade = graded(finished_run(alice, problem_source("matmul_rowsum"), files))
+    assert grade.status == GradeStatus.UNDER_REVIEW
+    assert any(reason.startswith("impossible_speed") for reason in grade.reasons), grade.reasons
+
+
+def test_a_violation_is_held_with_its_code(alice):
+    files = fixture_files("bad_torch_in_forward")
+    grade = graded(finished_run(alice, problem_source("relu_scale"), files))
+    assert grade.status == GradeStatus.UNDER_REVIEW
+    codes = {reason.split(":")[0] for reason in grade.reasons}
+    assert codes & {"torch_compute", "torch_in_forward"}, grade.reasons
+
+
+def test_a_graded_run_is_not_graded_twice(alice):
+    run = finished_run(alice, problem_source("relu_scale"), fixture_files("good_relu_scale"))
+    graded(run)
+    assert regrade.regrade(run.pk, "late-redelivery").endswith("has no pending grade")
+    assert Grade.objects.get(run=run).worker == "test-worker"
+
+
+def test_a_run_without_a_verified_candidate_has_nothing_to_grade(alice):
+    problem = make_problem(alice, problem_source("relu_scale"), public=True)
+    run = Run.objects.create(problem=problem, owner=alice, agent="x", gpu_type="cpu")
+    assert grading.enqueue_regrade(run) is None and not Grade.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("verdict", "status", "reason"),
+    [
+        ({"compile": {"ok": False, "log": "a\nerror: x"}}, "under_review", "no longer compiles"),
+        ({"error": "the re-grade could not run: disk full"}, "under_review", "disk full"),
+        (
+            {
+                "compile": {"ok": True},
+                "verify": {"ok": True, "violations": []},
+                "profile": {"ok": False, "violations": [{"code": "async_work", "detail": "d"}]},
+            },
+            "under_review",
+            "async_work: d",
+        ),
+        (
+            {"compile": {"ok": True}, "verify": {"ok": True}, "profile": {"ok": True}},
+            "ranked",
+            None,
+        ),
+    ],
+)
+def test_judge(verdict, status, reason):
+    got_status, reasons = regrade.judge(verdict)
+    assert got_status == status
+    assert (reason is None and reasons == []) or any(reason in r for r in reasons)

@@ -1,0 +1,66 @@
+"""Starting a suite evaluation: one agent configuration, one run per valid problem, under the
+suite's protocol and a fixed budget. The runs belong to the service account and skip the hourly
+per-user limit (an operator starts them from the command line); they queue like any other run
+and are re-graded like any other run.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from agent.config import load_agent
+from webapp.accounts.service_account import service_account
+from webapp.leaderboard.models import GradeStatus
+from webapp.runs import choices
+from webapp.runs.lifecycle import BadRunOption, RunRefused, enqueue_run
+from webapp.runs.models import ACTIVE, Run
+from webapp.suites.models import Evaluation, Suite
+
+
+def start_evaluation(
+    suite: Suite, agent: str, gpu_type: str, max_turns: int | None = None
+) -> Evaluation:
+    for kind, value, known in (
+        ("agent", agent, choices.agent_names()),
+        ("GPU type", gpu_type, choices.gpu_types()),
+    ):
+        if value not in known:
+            raise BadRunOption(f"unknown {kind} {value!r}: use one of {', '.join(known)}")
+    if max_turns is not None and max_turns < 1:
+        raise BadRunOption(f"max turns must be at least 1, not {max_turns}")
+    problems = list(suite.valid_problems().order_by("suite_entries__position"))
+    if not problems:
+        raise RunRefused(
+            f"suite {suite.name} has no valid problems yet: import it and let a worker validate "
+            "its problems first"
+        )
+    owner = service_account()
+    with transaction.atomic():
+        evaluation = Evaluation.objects.create(
+            suite=suite,
+            owner=owner,
+            agent=agent,
+            gpu_type=gpu_type,
+            protocol=suite.protocol,
+            max_turns=max_turns,
+            agent_identity=load_agent(agent).identity(),
+        )
+        for problem in problems:
+            run = Run.objects.create(
+                problem=problem,
+                owner=owner,
+                agent=agent,
+                gpu_type=gpu_type,
+                protocol=suite.protocol,
+                evaluation=evaluation,
+                max_turns=max_turns,
+            )
+            enqueue_run(run)
+    return evaluation
+
+
+def unfinished(evaluation: Evaluation) -> int:
+    """Runs still queued or running, plus finished ones whose re-grade is still pending."""
+    runs = evaluation.runs.all()
+    pending = runs.filter(grade__status=GradeStatus.PENDING).count()
+    return runs.filter(status__in=ACTIVE).count() + pending

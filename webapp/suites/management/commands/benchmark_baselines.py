@@ -1,0 +1,67 @@
+"""python manage.py benchmark_baselines --suite NAME --gpu TYPE: eager, torch.compile (default)
+and torch.compile (max-autotune) of every valid problem, measured by a worker of that GPU type
+through the harness and stored with the environment."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db.models import F, Q
+
+from webapp.runs import choices
+from webapp.suites.baselines import request_baselines
+from webapp.suites.management.suite_option import check_choice, get_suite
+from webapp.suites.management.waiting import wait_for
+from webapp.suites.models import Baseline
+
+
+class Command(BaseCommand):
+    help = "Measure a suite's baselines on one GPU type (eager, compile, compile max-autotune)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--suite", required=True)
+        parser.add_argument("--gpu", required=True, help="a GPU type with a worker queue")
+        parser.add_argument(
+            "--protocol", help="default: the suite's; baselines are kept per protocol"
+        )
+        parser.add_argument(
+            "--repeats",
+            type=int,
+            default=3,
+            help="measurements per problem, each in a fresh process; the fastest of each "
+            "baseline is kept (torch.compile's time moves between processes)",
+        )
+        parser.add_argument("--no-wait", action="store_true")
+        parser.add_argument("--timeout", type=float, default=7200, help="seconds to wait")
+
+    def handle(self, *args, **options) -> None:
+        suite = get_suite(options["suite"])
+        gpu_type = check_choice("GPU type", options["gpu"], choices.gpu_types())
+        protocol = check_choice(
+            "protocol", options["protocol"] or suite.protocol, list(settings.PROTOCOLS)
+        )
+        rows = request_baselines(suite, gpu_type, protocol, max(1, options["repeats"]))
+        self.stdout.write(f"{len(rows)} problems of {suite.name} queued on {gpu_type}")
+        if options["no_wait"] or not rows:
+            return
+        ids = [row.pk for row in rows]
+        done = Q(measured__gte=F("requested")) | ~Q(error="")
+
+        def remaining() -> tuple[int, str]:
+            left = Baseline.objects.filter(pk__in=ids).exclude(done).count()
+            return left, f"measuring: {left} of {len(ids)} problems left"
+
+        wait_for(remaining, options["timeout"], self.stdout, "baselines")
+        for row in Baseline.objects.filter(pk__in=ids).select_related("problem"):
+            self.stdout.write(_line(row))
+
+
+def _line(row: Baseline) -> str:
+    if row.error:
+        return f"  {row.problem.title}: {row.error}"
+    times = (row.eager_ms, row.compile_ms, row.compile_max_autotune_ms, row.sol_ms)
+    eager, compiled, autotune, floor = (f"{t:.4f}" if t is not None else "-" for t in times)
+    return (
+        f"  {row.problem.title}: eager {eager} ms, compile {compiled} ms, "
+        f"max-autotune {autotune} ms, SOL {floor} ms"
+    )

@@ -1,0 +1,53 @@
+"""python manage.py evaluate_suite --suite NAME --agent CONFIG --gpu TYPE: one run per valid
+problem under the suite's protocol and a fixed budget; progress shows on the suite's page."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from webapp.runs.lifecycle import RunRefused
+from webapp.suites.evaluation import start_evaluation, unfinished
+from webapp.suites.management.suite_option import get_suite
+from webapp.suites.management.waiting import wait_for
+
+
+class Command(BaseCommand):
+    help = "Run one agent configuration once on every valid problem of a suite."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--suite", required=True)
+        parser.add_argument("--agent", required=True, help="a name from the agents file")
+        parser.add_argument("--gpu", required=True, help="a GPU type with a worker queue")
+        parser.add_argument(
+            "--max-turns", type=int, help="the budget: model replies per run (default: config's)"
+        )
+        parser.add_argument(
+            "--wait", action="store_true", help="block until every run ended and was re-graded"
+        )
+        parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds to wait")
+
+    def handle(self, *args, **options) -> None:
+        suite = get_suite(options["suite"])
+        try:  # BadRunOption is a ValueError
+            evaluation = start_evaluation(
+                suite, options["agent"], options["gpu"], options["max_turns"]
+            )
+        except (RunRefused, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        total = evaluation.runs.count()
+        self.stdout.write(
+            f"evaluation {evaluation.pk}: {evaluation.agent} on {total} problems of {suite.name} "
+            f"({evaluation.gpu_type}, {evaluation.protocol}); follow it on /suites/{suite.name}/"
+        )
+        if not options["wait"]:
+            return
+
+        def remaining() -> tuple[int, str]:
+            left = unfinished(evaluation)
+            return left, f"evaluation {evaluation.pk}: {left} of {total} runs or re-grades left"
+
+        wait_for(remaining, options["timeout"], self.stdout, "evaluation")
+        for run in evaluation.runs.select_related("problem", "grade").order_by("pk"):
+            grade = getattr(run, "grade", None)
+            state = grade.status if grade else "no verified candidate"
+            self.stdout.write(f"  {run.problem.title}: run {run.pk} {run.status}, {state}")
