@@ -1,0 +1,143 @@
+"""The suite commands, as an operator runs them: import_suite, benchmark_baselines,
+evaluate_suite and report. The worker side runs in this process on the cpu target (the hooks that
+would send Celery tasks call the task bodies instead; Celery itself is covered by the end-to-end
+tests): real validation, baselines, agent runs, re-grades and database."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from gpu_workers import agent_run, baseline_measurement, problem_validation, regrade
+from tests.conftest import problem_source
+from webapp.leaderboard import grading, metrics
+from webapp.leaderboard.models import GradeStatus
+from webapp.problems import validation
+from webapp.problems.models import ProblemStatus
+from webapp.runs import lifecycle
+from webapp.runs.models import RunStatus
+from webapp.suites import baselines
+from webapp.suites.models import Baseline, Suite
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+# KernelBench's layout: <index>_<Name>.py in a folder named after the level.
+FOLDER = {
+    "1_ReLUScale.py": "relu_scale",
+    "2_RowSum.py": "row_sum",
+    "10_Constant.py": "degenerate_constant",  # valid Python, rejected by the worker
+    "3_Broken.py": "syntax_error",  # rejected before it is stored
+    "4_NoInputs.py": "missing_get_inputs",
+}
+
+
+@pytest.fixture
+def level1(tmp_path):
+    folder = tmp_path / "KernelBench" / "level1"
+    folder.mkdir(parents=True)
+    for name, fixture in FOLDER.items():
+        (folder / name).write_text(problem_source(fixture))
+    return folder
+
+
+@pytest.fixture
+def workers_in_process(monkeypatch):
+    monkeypatch.setattr(validation, "VALIDATION_HOOKS", [problem_validation.validate])
+    monkeypatch.setattr(
+        baselines,
+        "BASELINE_HOOKS",
+        [lambda pk, gpu, repeats: baseline_measurement.measure(pk, repeats)],
+    )
+    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [lambda pk, gpu: agent_run.run(pk, "test-worker")])
+    monkeypatch.setattr(grading, "REGRADE_HOOKS", [lambda pk, gpu: regrade.regrade(pk, "test")])
+
+
+def command(*args) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_a_suite_goes_from_folder_to_report(level1, workers_in_process, tmp_path):
+    out = command("import_suite", str(level1), "--name", "mini")
+    suite = Suite.objects.get(name="mini")
+    assert suite.level == 1 and suite.protocol == "loose"
+    assert [e.name for e in suite.entries.all()] == ["1_ReLUScale", "2_RowSum", "10_Constant"]
+    assert "rejected 3_Broken: syntax error on line" in out
+    assert "rejected 4_NoInputs: missing get_inputs" in out
+    assert "2 valid, 1 rejected by validation" in out
+    assert "rejected 10_Constant:" in out and "constant" in out.split("rejected 10_Constant:")[1]
+
+    again = command("import_suite", str(level1), "--name", "mini")
+    assert "0 added" in again and suite.entries.count() == 3  # nothing lost, nothing doubled
+
+    out = command("benchmark_baselines", "--suite", "mini", "--gpu", "cpu", "--repeats", "2")
+    rows = Baseline.objects.filter(problem__suite_entries__suite=suite, gpu_type="cpu")
+    assert rows.count() == 2 and "max-autotune" in out
+    for row in rows:
+        assert len(row.measurements) == 2 and row.environment and not row.error
+        assert row.compile_ms == min(m["compile_ms"] for m in row.measurements)
+        assert row.compile_max_autotune_ms > 0 and row.sol_ms > 0
+
+    out = command(
+        "evaluate_suite",
+        "--suite",
+        "mini",
+        "--agent",
+        "scripted-demo",
+        "--gpu",
+        "cpu",
+        "--max-turns",
+        "8",
+        "--wait",
+    )
+    evaluation = suite.evaluations.get()
+    runs = {run.problem.title: run for run in evaluation.runs.select_related("problem")}
+    assert set(runs) == {"mini/1_ReLUScale", "mini/2_RowSum"}  # valid problems only
+    assert all(run.max_turns == 8 and run.owner.username == "kernelarena" for run in runs.values())
+    # The demo script writes a relu*scale kernel: right for one problem, wrong for the other.
+    assert runs["mini/1_ReLUScale"].status == RunStatus.SUCCEEDED
+    assert runs["mini/1_ReLUScale"].grade.status == GradeStatus.RANKED
+    assert runs["mini/2_RowSum"].status == RunStatus.FAILED
+    assert runs["mini/1_ReLUScale"].gpu_seconds > 0
+
+    board = metrics.board(suite, "cpu")
+    rows_by_entrant = {row["entrant"]: row for row in board["rows"]}
+    assert rows_by_entrant["scripted-demo"]["correct_rate"] == 0.5
+    assert rows_by_entrant[metrics.COMPILER]["correct_rate"] == 1.0
+
+    text = command("report", "--suite", "mini", "--gpu", "cpu", "--csv", str(tmp_path / "r.csv"))
+    assert text.startswith("# Suite mini on cpu (loose)")
+    assert "python manage.py report --suite mini --gpu cpu" in text
+    assert "| 10_Constant | rejected |" in text
+    problems = list(csv.DictReader((tmp_path / "r.csv").open()))
+    relu = [
+        p for p in problems if p["problem"] == "1_ReLUScale" and p["entrant"] == "scripted-demo"
+    ]
+    grade = runs["mini/1_ReLUScale"].grade
+    assert float(relu[0]["speedup_vs_compile"]) == pytest.approx(grade.speedup_vs_compile)
+    board_rows = list(csv.DictReader((tmp_path / "r-board.csv").open()))
+    assert [r["entrant"] for r in board_rows] == [r["entrant"] for r in board["rows"]]
+
+
+def test_bad_options_say_what_to_use(level1, tmp_path, monkeypatch):
+    monkeypatch.setattr(validation, "VALIDATION_HOOKS", [])  # stored, never validated
+    with pytest.raises(CommandError, match="is not a folder"):
+        command("import_suite", str(tmp_path / "nowhere"), "--name", "x")
+    with pytest.raises(CommandError, match="unknown protocol 'tight': use one of loose"):
+        command("import_suite", str(level1), "--name", "x", "--protocol", "tight")
+    with pytest.raises(CommandError, match="no suite 'missing'.*import_suite"):
+        command("benchmark_baselines", "--suite", "missing", "--gpu", "cpu")
+    command("import_suite", str(level1), "--name", "mini", "--no-wait")
+    with pytest.raises(CommandError, match="unknown GPU type 'b300': use one of cpu"):
+        command("benchmark_baselines", "--suite", "mini", "--gpu", "b300")
+    with pytest.raises(CommandError, match="has no valid problems yet"):
+        command("evaluate_suite", "--suite", "mini", "--agent", "fusion", "--gpu", "cpu")
+    Suite.objects.get(name="mini").problems.update(status=ProblemStatus.VALID)
+    with pytest.raises(CommandError, match="unknown agent 'gpt-9'"):
+        command("evaluate_suite", "--suite", "mini", "--agent", "gpt-9", "--gpu", "cpu")
+    with pytest.raises(CommandError, match="exists with protocol 'loose'"):
+        command("import_suite", str(level1), "--name", "mini", "--protocol", "fp32-strict")

@@ -1,0 +1,170 @@
+"""A suite's results on one GPU type as a Markdown report (per problem, then the board, the
+results under review, the reported rows and the definitions) and as CSV. The numbers are the
+board's own (metrics.board, problem_results): the report recomputes nothing."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from webapp.leaderboard import metrics
+from webapp.leaderboard.problem_results import problem_results
+from webapp.suites.models import Baseline, Suite
+
+BOARD_COLUMNS = [key for key, _, _ in metrics.DEFINITIONS]
+_HEADINGS = {key: heading for key, heading, _ in metrics.DEFINITIONS}
+_SHARES = {"correct_rate", "geomean_coverage", "median_sol_fraction"}
+_SPEEDUPS = {"geomean_speedup_vs_compile", "geomean_speedup_vs_eager"}
+
+
+def fmt(key: str, value) -> str:
+    if value is None:
+        return "—"
+    if key in _SHARES or key.startswith("fast_"):
+        return f"{value:.0%}"
+    if key in _SPEEDUPS:
+        return f"{value:.2f}×"
+    if key == "dollars_per_run":
+        return f"${value:.4f}" if value < 0.01 else f"${value:.2f}"
+    if isinstance(value, float):
+        return f"{value:.4g}" if key != "tokens_per_run" else f"{value:.0f}"
+    return str(value)
+
+
+def _ms(value) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def _table(headings: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headings) + " |", "|" + " --- |" * len(headings)]
+    return lines + ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in rows]
+
+
+def environment_line(suite: Suite, gpu_type: str, protocol: str) -> str:
+    measured = (
+        Baseline.objects.filter(problem__suite_entries__suite=suite, gpu_type=gpu_type)
+        .filter(protocol=protocol, measured__isnull=False)
+        .order_by("-measured")
+        .values_list("environment", flat=True)
+        .first()
+    )
+    if not measured:
+        return "Environment: no baselines measured yet."
+    keys = ("gpu", "driver", "cuda", "torch")
+    parts = [f"{key} {measured[key]}" for key in keys if measured.get(key)]
+    return "Environment (from the baselines): " + ", ".join(parts) + "."
+
+
+def markdown(suite: Suite, gpu_type: str, protocol: str | None = None, command: str = "") -> str:
+    protocol = protocol or suite.protocol
+    board = metrics.board(suite, gpu_type, protocol)
+    per_problem = problem_results(suite, gpu_type, protocol)
+    labels = [entrant.label for entrant in per_problem["entrants"]]
+    lines = [f"# Suite {suite.name} on {gpu_type} ({protocol})", ""]
+    if command:
+        lines += [f"Made by `{command}`.", ""]
+    lines += [
+        environment_line(suite, gpu_type, protocol),
+        f"{board['problems']} valid problems. Cells: time in ms (speedup vs torch.compile). "
+        "Only re-graded, clean results count.",
+        "",
+        "## Per problem",
+        "",
+    ]
+    headings = ["problem", "eager ms", "compile ms", "max-autotune ms", "SOL ms", *labels]
+    lines += _table(headings, [_problem_row(p, labels) for p in per_problem["problems"]])
+    lines += ["", "## Board", ""]
+    columns = BOARD_COLUMNS
+    lines += _table(
+        [_HEADINGS[key] for key in columns],
+        [[fmt(key, row.get(key)) for key in columns] for row in board["rows"]],
+    )
+    lines += _under_review(board) + _reported(board) + ["", "## Definitions", ""]
+    lines += [f"- **{heading}**: {text}" for _, heading, text in metrics.DEFINITIONS]
+    return "\n".join(lines) + "\n"
+
+
+def _problem_row(problem: dict, labels: list[str]) -> list[str]:
+    base = problem["baseline"] or {}
+    cells = [problem["name"]]
+    if problem["status"] != "valid":
+        return cells + [problem["status"]] + ["—"] * (3 + len(labels))
+    cells += [_ms(base.get(k)) for k in ("eager_ms", "compile_ms", "compile_max_autotune_ms")]
+    cells.append(_ms(base.get("sol_ms")))
+    for label in labels:
+        result = problem["results"].get(label)
+        if result is None:
+            cells.append("—")
+        else:
+            speedup = result["s_compile"]
+            suffix = f" ({speedup:.2f}×)" if speedup is not None else ""
+            cells.append(f"{result['ms']:.4f}{suffix}")
+    return cells
+
+
+def _under_review(board: dict) -> list[str]:
+    if not board["under_review"]:
+        return []
+    lines = ["", "## Under review (never ranked)", ""]
+    for item in board["under_review"]:
+        who = item["owner"] if item["kind"] == "submission" else item["agent"]
+        lines.append(
+            f"- run {item['run']} ({who}) on {item['problem']}: {'; '.join(item['reasons'])}"
+        )
+    return lines
+
+
+def _reported(board: dict) -> list[str]:
+    if not board["reported"]:
+        return []
+    lines = ["", "## Reported in papers (not measured here, never ranked)", ""]
+    keys = ("correct_rate", "fast_1_0_vs_compile", "geomean_speedup_vs_compile")
+    rows = [
+        [r["entrant"], r["gpu"], r["protocol"], *(fmt(k, r[k]) for k in keys), r["citation"]]
+        for r in board["reported"]
+    ]
+    headings = ["entrant", "GPU", "protocol", *(_HEADINGS[k] for k in keys), "source"]
+    return lines + _table(headings, rows)
+
+
+def problems_csv(suite: Suite, gpu_type: str, protocol: str | None = None) -> str:
+    """One line per (problem, entrant with a counted result), with the problem's baselines."""
+    protocol = protocol or suite.protocol
+    per_problem = problem_results(suite, gpu_type, protocol)
+    kinds = {entrant.label: entrant.kind for entrant in per_problem["entrants"]}
+    out = io.StringIO()
+    writer = csv.writer(out)
+    base_keys = ("eager_ms", "compile_ms", "compile_max_autotune_ms", "sol_ms")
+    writer.writerow(
+        [
+            "problem",
+            "status",
+            *base_keys,
+            "entrant",
+            "kind",
+            "ms",
+            "speedup_vs_eager",
+            "speedup_vs_compile",
+            "sol_fraction",
+        ]
+    )
+    for problem in per_problem["problems"]:
+        base = problem["baseline"] or {}
+        head = [problem["name"], problem["status"], *(base.get(k) for k in base_keys)]
+        if not problem["results"]:
+            writer.writerow(head + [""] * 6)
+        for label, result in problem["results"].items():
+            writer.writerow(
+                head
+                + [label, kinds[label], *(result[k] for k in ("ms", "s_eager", "s_compile", "sol"))]
+            )
+    return out.getvalue()
+
+
+def board_csv(suite: Suite, gpu_type: str, protocol: str | None = None) -> str:
+    board = metrics.board(suite, gpu_type, protocol or suite.protocol)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=BOARD_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(board["rows"])
+    return out.getvalue()
