@@ -60,11 +60,11 @@ def run(run_id: int, worker: str) -> str:
     except Exception as exc:  # a workspace, config or harness failure: the run ends, with why
         log.exception("run %s failed", run_id)
         detail = f"the worker could not run the agent: {exc}"
-        result, detail = None, detail + "\n" + traceback.format_exc(limit=5)
-    else:
-        detail = result.detail
+        gpu_seconds = gpu_lock.held_seconds() - gpu_held_before
+        _finish(run, None, detail + "\n" + traceback.format_exc(limit=5), gpu_seconds)
+        return detail
     gpu_seconds = gpu_lock.held_seconds() - gpu_held_before
-    return _finish(run, result, detail, gpu_seconds)
+    return _finish(run, result, result.detail, gpu_seconds)
 
 
 def _run_agent(run: Run) -> RunResult:

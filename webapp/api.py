@@ -11,6 +11,7 @@ from webapp.accounts.authentication import API_AUTH
 from webapp.leaderboard.api import router as leaderboard_router
 from webapp.problems.api import router as problems_router
 from webapp.runs.api import router as runs_router
+from webapp.suites.api import router as suites_router
 
 api = NinjaAPI(
     title="KernelArena",
@@ -19,6 +20,7 @@ api = NinjaAPI(
 )
 api.add_router("/problems", problems_router)
 api.add_router("/runs", runs_router)
+api.add_router("/suites", suites_router)
 api.add_router("/leaderboard", leaderboard_router)
 
 

@@ -9,6 +9,7 @@ urlpatterns = [
     path("accounts/", include("webapp.accounts.urls")),
     path("problems/", include("webapp.problems.urls")),
     path("runs/", include("webapp.runs.urls")),
+    path("suites/", include("webapp.suites.urls")),
     path("leaderboard/", include("webapp.leaderboard.urls")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),

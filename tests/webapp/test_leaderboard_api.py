@@ -1,35 +1,47 @@
-"""GET /api/leaderboard: the board as JSON, public (no token needed)."""
+"""GET /api/leaderboard: every suite's board on every GPU type, public (no token needed)."""
 
 from __future__ import annotations
 
 import pytest
 from django.test import Client
 
-from tests.webapp.test_leaderboard import finished_run, problem
+from tests.webapp.test_pages_suites import SCRIPT, baseline, build_arena
+from webapp.leaderboard import metrics
+from webapp.suites.models import Suite
 
 
-def test_it_serves_the_board_without_a_token(alice, relu_scale):
-    finished_run(alice, problem(alice, relu_scale, 1), 2.0, tokens=(100, 20), dollars=0.5)
-    finished_run(alice, problem(alice, relu_scale, 2), 0.5)
-    r = Client().get("/api/leaderboard", {"gpu_type": "cpu"})
+def test_it_serves_every_suites_board_per_gpu_type_without_a_token(alice, relu_scale):
+    arena = build_arena(alice, relu_scale)
+    Suite.objects.create(name="level-2")
+    baseline(
+        arena["problems"][0], "h100", eager_ms=0.2, compile_ms=0.1, compile_max_autotune_ms=0.1
+    )
+    r = Client().get("/api/leaderboard")
     assert r.status_code == 200
-    (row,) = r.json()
-    assert row["agent"] == "scripted-demo" and row["protocol"] == "loose" and row["rank"] == 1
-    assert (row["runs"], row["attempted"], row["verified"]) == (2, 2, 2)
-    assert row["geomean_speedup_vs_compile"] == pytest.approx(1.0)
-    assert row["fast_1_0_vs_compile"] == 0.5
-    assert row["tokens_per_run"] == 60 and row["dollars_per_run"] == 0.25
+    body = r.json()
+    assert [g["gpu_type"] for g in body["gpu_types"]] == ["cpu", "h100"]
+    cpu = {board["suite"]: board for board in body["gpu_types"][0]["suites"]}
+    assert set(cpu) == {"level-1", "level-2"}
+    level_1 = cpu["level-1"]
+    assert (level_1["protocol"], level_1["problems"]) == ("loose", 3)
+    assert [row["entrant"] for row in level_1["rows"]] == [
+        "fusion",
+        metrics.COMPILER,
+        SCRIPT,
+        "naive",
+    ]
+    fusion = level_1["rows"][0]
+    assert fusion["rank"] == 1 and fusion["reported"] is False and fusion["kind"] == "agent"
+    assert fusion["geomean_speedup_vs_compile"] == pytest.approx(3**0.5)
+    assert fusion["correct_rate"] == pytest.approx(2 / 3) and fusion["under_review"] == 1
+    assert cpu["level-2"]["rows"] == []
+    assert [d["key"] for d in body["definitions"]] == [k for k, _, _ in metrics.DEFINITIONS]
 
 
-def test_it_defaults_to_the_first_gpu_type(alice, relu_scale):
-    finished_run(alice, problem(alice, relu_scale, 1), 2.0)
-    assert Client().get("/api/leaderboard").json()[0]["geomean_speedup_vs_compile"] == 2.0
-
-
-def test_it_filters_by_protocol(alice, relu_scale):
-    finished_run(alice, problem(alice, relu_scale, 1), 2.0, protocol="fp32-strict")
-    assert Client().get("/api/leaderboard", {"protocol": "loose"}).json() == []
-    assert len(Client().get("/api/leaderboard", {"protocol": "fp32-strict"}).json()) == 1
+def test_it_filters_by_gpu_type(alice, relu_scale):
+    build_arena(alice, relu_scale)
+    body = Client().get("/api/leaderboard", {"gpu_type": "cpu"}).json()
+    assert [g["gpu_type"] for g in body["gpu_types"]] == ["cpu"]
 
 
 def test_it_names_the_known_gpu_types(db):
@@ -38,7 +50,7 @@ def test_it_names_the_known_gpu_types(db):
     assert r.json() == {"detail": "unknown GPU type 'tpu': use one of cpu"}
 
 
-def test_it_is_in_the_openapi_docs(db):
+def test_it_is_public_in_the_openapi_docs(db):
     paths = Client().get("/api/openapi.json").json()["paths"]
-    assert "/api/leaderboard" in paths
     assert "security" not in paths["/api/leaderboard"]["get"]
+    assert set(paths["/api/leaderboard"]["get"]["responses"]) == {"200", "422"}

@@ -1,4 +1,5 @@
-"""The leaderboard page and the front page."""
+"""The leaderboard index (every suite's board on every GPU type, its top rows) and the front
+page's compact boards. The suite and its results come from test_pages_suites.build_arena."""
 
 from __future__ import annotations
 
@@ -7,66 +8,76 @@ import re
 from django.test import Client
 
 from tests.webapp.conftest import make_problem, make_run
-from tests.webapp.test_leaderboard import finished_run, problem
-from webapp.leaderboard.standings import DEFINITIONS
+from tests.webapp.test_pages_suites import ESCAPED, PAPER, SCRIPT, baseline, build_arena
+from webapp.leaderboard import metrics
+from webapp.suites.models import Suite
 
 
-def test_it_shows_a_board_per_protocol(alice, relu_scale):
-    p1 = problem(alice, relu_scale, 1)
-    finished_run(alice, p1, 2.0)
-    finished_run(alice, problem(alice, relu_scale, 2), 0.5)
-    finished_run(alice, p1, 1.5, agent="strict", protocol="fp32-strict")
-    page = Client().get("/leaderboard/").content.decode()
-    assert "protocol <code>loose</code>" in page and "protocol <code>fp32-strict</code>" in page
-    loose = page.split("protocol <code>loose</code>")[1].split("protocol <code>fp32")[0]
-    assert '<td class="c-geomean_speedup_vs_compile">1.00×</td>' in loose
-    assert '<td class="c-correct_rate">100%</td>' in loose
-    assert '<td class="c-fast_1_0_vs_compile">50%</td>' in loose
+def html_of(path: str) -> str:
+    response = Client().get(path)
+    assert response.status_code == 200
+    return response.content.decode()
 
 
-def test_it_links_every_column_to_its_definition(alice, relu_scale):
-    finished_run(alice, problem(alice, relu_scale, 1), 2.0)
-    page = Client().get("/leaderboard/").content.decode()
-    for key, _, _ in DEFINITIONS:
-        assert f'href="#def-{key}"' in page
-        assert f'id="def-{key}"' in page
+def board_of(html: str, suite: str, gpu_type: str) -> str:
+    link = f'href="/suites/{suite}/?gpu_type={gpu_type}">{suite}</a>'
+    start = html.index(link)
+    return html[start : html.index("</table>", start)]
 
 
-def test_it_selects_the_gpu_type(alice, relu_scale):
-    finished_run(alice, problem(alice, relu_scale, 1), 3.0, gpu_type="h100", agent="on-h100")
-    assert "on-h100" not in Client().get("/leaderboard/").content.decode()
-    page = Client().get("/leaderboard/", {"gpu_type": "h100"}).content.decode()
-    assert "on-h100" in page and 'href="?gpu_type=cpu"' in page
-    assert Client().get("/leaderboard/", {"gpu_type": "tpu"}).status_code == 404
+def test_it_shows_the_top_three_rows_of_each_suite_per_gpu_type(alice, relu_scale):
+    arena = build_arena(alice, relu_scale)
+    Suite.objects.create(name="level-2")
+    baseline(
+        arena["problems"][0], "h100", eager_ms=0.2, compile_ms=0.1, compile_max_autotune_ms=0.1
+    )
+    html = html_of("/leaderboard/")
+    assert "<h3>cpu</h3>" in html and "<h3>h100</h3>" in html
+    level_1 = board_of(html, "level-1", "cpu")
+    entrants = re.findall(r'<td class="c-entrant">(.*?)</td>', level_1)
+    assert entrants == ["fusion", metrics.COMPILER, ESCAPED]  # naive is fourth
+    assert "full board (+1) →" in level_1
+    assert '<td class="c-fast_1_0_vs_compile">67%</td>' in level_1
+    assert '<td class="c-geomean_speedup_vs_compile">1.73×</td>' in level_1
+    on_h100 = board_of(html, "level-1", "h100")
+    assert re.findall(r'<td class="c-entrant">(.*?)</td>', on_h100) == [metrics.COMPILER]
+    assert "No ranked results yet." in board_of(html, "level-2", "cpu")
+    assert PAPER not in html and SCRIPT not in html
 
 
-def test_it_escapes_agent_names(alice, relu_scale):
-    finished_run(alice, problem(alice, relu_scale, 1), 2.0, agent="<script>alert(1)</script>")
-    page = Client().get("/leaderboard/").content.decode()
-    assert "<script>alert(1)</script>" not in page
+def test_it_links_every_column_to_its_definition_on_the_same_page(alice, relu_scale):
+    build_arena(alice, relu_scale)
+    html = html_of("/leaderboard/")
+    for key in ("rank", "entrant", "fast_1_0_vs_compile", "geomean_speedup_vs_compile"):
+        assert f'<a href="#def-{key}"' in html
+    assert 'id="definitions"' in html  # the footer's "How results are measured" lands here
+    for key, _, _ in metrics.DEFINITIONS:
+        assert f'id="def-{key}"' in html
 
 
-def test_it_shows_recent_public_runs_and_the_top_of_the_board_on_the_front_page(
-    alice, bob, relu_scale
-):
-    public = make_problem(alice, relu_scale, public=True)
-    public.title = "public op"
-    public.save()
-    private = make_problem(bob, relu_scale)
+def test_it_says_so_when_there_are_no_suites(db):
+    assert "No suites yet" in html_of("/leaderboard/")
+
+
+def test_the_front_page_shows_recent_public_runs_and_the_compact_boards(alice, bob, relu_scale):
+    build_arena(alice, relu_scale)
+    Suite.objects.create(name="level-2")  # no results: left off the front page
+    private = make_problem(bob, relu_scale + "\n# bob's\n")
     private.title = "bob's secret op"
     private.save()
-    make_run(alice, public)
     make_run(bob, private)
-    for n in range(7):
-        finished_run(alice, problem(alice, relu_scale, n), 1.0 + n, agent=f"agent-{n}")
-    r = Client().get("/")
-    page = r.content.decode()
-    assert r.status_code == 200
-    assert "public op" in page and "secret op" not in page
-    top = re.findall(r'<td class="c-agent">(agent-\d)</td>', page)
-    assert top == ["agent-6", "agent-5", "agent-4", "agent-3", "agent-2"]
-    assert 'href="/leaderboard/#def-geomean_speedup_vs_compile"' in page
-    assert 'href="/api/docs"' in page and 'href="/problems/new/"' in page
+    html = html_of("/")
+    assert "secret op" not in html and ">P1</a>" in html  # public runs of the suite
+    level_1 = board_of(html, "level-1", "cpu")
+    assert re.findall(r'<td class="c-entrant">(.*?)</td>', level_1)[0] == "fusion"
+    assert 'href="/leaderboard/#def-geomean_speedup_vs_compile"' in level_1
+    assert "/suites/level-2/" not in html
+    assert 'href="/api/docs"' in html and 'href="/problems/new/"' in html
+    assert 'href="/suites/"' in html
+
+
+def test_the_front_page_says_so_when_nothing_is_ranked(db):
+    assert "No ranked results yet." in html_of("/")
 
 
 def test_it_shows_your_own_runs_on_the_front_page(bob, relu_scale):

@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 
 from tests.webapp.conftest import make_problem, make_run
+from webapp.leaderboard.models import Grade, GradeStatus
 from webapp.runs.models import Candidate, RunStatus
 from webapp.runs.trace import record_event
 
@@ -106,6 +107,42 @@ def test_it_offers_the_bundle_of_a_verified_best_candidate(private_run, alice):
     assert f'href="/runs/{private_run.pk}/bundle.zip"' in page
     assert "1.25×" in page
     assert f'href="/runs/{private_run.pk}/candidates/1/"' in page
+
+
+# ---- the re-grade section ----------------------------------------------------------------
+
+
+def regrade_section(run) -> str:
+    page = Client().get(f"/runs/{run.pk}/").content.decode()
+    start = page.index('<section id="regrade">')
+    return page[start : page.index("</section>", start)]
+
+
+def test_it_says_a_run_without_a_grade_is_not_regraded(public_run):
+    # run.grade raises RelatedObjectDoesNotExist; the template must treat that as no grade.
+    assert "Not re-graded" in regrade_section(public_run)
+
+
+def test_it_shows_a_pending_a_ranked_and_a_held_regrade(public_run):
+    best = add_candidate(public_run, 1, {"model_new.py": "x = 1\n"}, speedup_vs_compile=9.0)
+    make_best(public_run, best)
+    grade = Grade.objects.create(run=public_run, candidate=best)
+    assert "pending" in regrade_section(public_run)
+    assert "candidate 1 again" in regrade_section(public_run)
+
+    grade.status, grade.secret_seeds, grade.candidate_ms = GradeStatus.RANKED, 3, 0.0125
+    grade.speedup_vs_eager, grade.speedup_vs_compile, grade.sol_fraction = 2.5, 1.4, 0.42
+    grade.save()
+    ranked = regrade_section(public_run)
+    assert "ranked" in ranked and "3 secret seeds" in ranked
+    for shown in ("0.0125 ms", "2.50×", "1.40×", "42%"):
+        assert shown in ranked
+
+    grade.status, grade.reasons = GradeStatus.UNDER_REVIEW, [f"wrong output: {SCRIPT}"]
+    grade.save()
+    held = regrade_section(public_run)
+    assert "under review" in held and f"wrong output: {ESCAPED}" in held
+    assert SCRIPT not in held and "1.40×" not in held
 
 
 # ---- cancel -------------------------------------------------------------------------------

@@ -1,16 +1,22 @@
-"""The front page and the leaderboard page."""
+"""The front page and the leaderboard index: every suite's board on every GPU type, the top rows
+of each, linking to the suite page where the whole board, its charts and definitions are."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from webapp.leaderboard.standings import DEFINITIONS, board_gpu_types, standings
+from webapp.leaderboard import metrics
+from webapp.leaderboard.problem_results import board_gpu_types
 from webapp.problems.models import Visibility
 from webapp.runs.models import Run
+from webapp.suites.models import Suite
 
-HOME_ROWS = 5
+TOP_ROWS = 3
+# The compact board's columns, in the order of metrics.DEFINITIONS.
+COMPACT_COLUMNS = ("rank", "entrant", "fast_1_0_vs_compile", "geomean_speedup_vs_compile")
+SHARES = {"correct_rate", "geomean_coverage", "median_sol_fraction"}
+SPEEDUPS = {"geomean_speedup_vs_compile", "geomean_speedup_vs_eager"}
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -18,65 +24,65 @@ def home(request: HttpRequest) -> HttpResponse:
     mine = None
     if request.user.is_authenticated:
         mine = Run.objects.filter(owner=request.user).select_related("problem")[:5]
-    boards = [
-        {**board, "rows": board["rows"][:HOME_ROWS], "more": len(board["rows"]) > HOME_ROWS}
-        for gpu_type in board_gpu_types()
-        for board in _boards(gpu_type)
-    ]
     context = {
         "recent_runs": public_runs.select_related("problem")[:10],
         "my_runs": mine,
-        "boards": boards,
-        "headings": DEFINITIONS,
+        # The front page shows only boards with results: empty ones are on /leaderboard/.
+        "boards": [board for board in compact_boards() if board["rows"]],
+        "headings": compact_headings(),
     }
     return render(request, "home.html", context)
 
 
 def leaderboard(request: HttpRequest) -> HttpResponse:
-    gpu_types = board_gpu_types()
-    gpu_type = request.GET.get("gpu_type") or gpu_types[0]
-    unknown = gpu_type not in gpu_types
     context = {
-        "gpu_types": gpu_types,
-        "gpu_type": gpu_type,
-        "unknown": unknown,
-        "boards": [] if unknown else _boards(gpu_type),
-        "headings": DEFINITIONS,
+        "boards": compact_boards(),
+        "headings": compact_headings(),
+        "definitions": metrics.DEFINITIONS,
+        "top": TOP_ROWS,
     }
-    return render(request, "leaderboard/board.html", context, status=404 if unknown else 200)
+    return render(request, "leaderboard/index.html", context)
 
 
-def _boards(gpu_type: str) -> list[dict]:
-    """One board per protocol that has rows, the configured protocols first."""
-    rows = standings(gpu_type)
-    order = {name: i for i, name in enumerate(settings.PROTOCOLS)}
-    protocols = sorted(
-        {row["protocol"] for row in rows}, key=lambda p: (order.get(p, len(order)), p)
-    )
-    return [
-        {
-            "gpu_type": gpu_type,
-            "protocol": protocol,
-            "rows": [_cells(row) for row in rows if row["protocol"] == protocol],
-        }
-        for protocol in protocols
-    ]
+def compact_boards() -> list[dict]:
+    """Per GPU type, per suite: the top rows of its board under the suite's protocol."""
+    suites = list(Suite.objects.all())
+    boards = []
+    for gpu_type in board_gpu_types():
+        for suite in suites:
+            board = metrics.board(suite, gpu_type)
+            boards.append(
+                {
+                    "gpu_type": gpu_type,
+                    "suite": suite,
+                    "protocol": board["protocol"],
+                    "rows": [cells(row, COMPACT_COLUMNS) for row in board["rows"][:TOP_ROWS]],
+                    "more": max(0, len(board["rows"]) - TOP_ROWS),
+                }
+            )
+    return boards
 
 
-def _cells(row: dict) -> list[tuple[str, str]]:
-    """(column key, text) in the order of DEFINITIONS."""
-    return [(key, _format(key, row[key])) for key, _, _ in DEFINITIONS]
+def compact_headings() -> list[tuple[str, str, str]]:
+    return [d for d in metrics.DEFINITIONS if d[0] in COMPACT_COLUMNS]
 
 
-def _format(key: str, value) -> str:
+def cells(row: dict, columns) -> list[tuple[str, str]]:
+    """(column key, text) for each column: what a board's table row shows."""
+    return [(key, format_metric(key, row.get(key))) for key in columns]
+
+
+def format_metric(key: str, value) -> str:
     if value is None:
         return "—"
-    if key in ("correct_rate", "fast_1_0_vs_compile"):
+    if key in SHARES or key.startswith("fast_"):
         return f"{value:.0%}"
-    if key == "geomean_speedup_vs_compile":
+    if key in SPEEDUPS:
         return f"{value:.2f}×"
     if key == "tokens_per_run":
         return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
     if key == "dollars_per_run":
         return f"${value:.4f}" if value < 0.01 else f"${value:.2f}"
+    if key == "gpu_minutes_per_run":
+        return f"{value:.2f}"
     return str(value)

@@ -32,3 +32,15 @@ class ProblemOut(ProblemSummaryOut):
     sol_ms: float | None
     validated_on: str
     updated: datetime
+
+
+class SubmissionIn(Schema):
+    """Your own kernel: workspace path -> text (model_new.py, kernels/<name>.<suffix>)."""
+
+    files: dict[str, str] = Field(
+        ...,
+        description="model_new.py (required) and kernels/<name>.cu|.cuh|.cpp|.h|.hpp "
+        "(.cpp|.h|.hpp on the cpu GPU type), each at most 512 KiB of UTF-8 text; 32 files at most",
+    )
+    gpu_type: str = Field(..., max_length=40)
+    protocol: str = Field("loose", max_length=40)

@@ -1,4 +1,5 @@
-"""The problem pages: list, upload, detail (source, validation, runs) and the Optimize form."""
+"""The problem pages: list, upload, detail (source, validation, runs), the Optimize form and
+the form that submits a person's own kernel."""
 
 from __future__ import annotations
 
@@ -11,11 +12,17 @@ from django.shortcuts import redirect, render
 
 from gpu_workers.harness.problem_source import ProblemError
 from webapp.highlight import highlight
-from webapp.problems.forms import OptimizeForm, ProblemForm
+from webapp.problems.forms import OptimizeForm, ProblemForm, SubmissionForm
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.problems.upload import upload_problem
 from webapp.runs import lifecycle
 from webapp.runs.models import Run
+from webapp.runs.submission import (
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    BadSubmission,
+    files_from_uploads,
+)
 
 # While a problem is in these states its page polls the API and reloads when the state moves.
 IN_PROGRESS = (ProblemStatus.PENDING, ProblemStatus.VALIDATING)
@@ -100,8 +107,43 @@ def problem_optimize(request: HttpRequest, problem_id: int) -> HttpResponse:
     return _render_detail(request, problem, form, status=422)
 
 
+@login_required
+def problem_submit(request: HttpRequest, problem_id: int) -> HttpResponse:
+    """A person's own kernel, uploaded: queued as a submission run, then its page."""
+    problem = _visible_problem(request, problem_id)
+    if request.method != "POST":  # e.g. back here after logging in
+        return redirect("problem_detail", problem.pk)
+    form = SubmissionForm(request.POST, request.FILES)
+
+    def refused(reasons: str | list[str], status: int) -> HttpResponse:
+        form.add_error(None, reasons)
+        return _render_detail(request, problem, submission_form=form, status=status)
+
+    if not form.is_valid():
+        return _render_detail(request, problem, submission_form=form, status=422)
+    options = form.cleaned_data
+    try:
+        files = files_from_uploads(form.uploads())
+        run = lifecycle.start_submission(
+            request.user, problem, files, options["gpu_type"], options["protocol"]
+        )
+    except BadSubmission as exc:
+        return refused(exc.problems, 422)  # one line per file to fix
+    except lifecycle.BadRunOption as exc:
+        return refused(str(exc), 422)
+    except lifecycle.RateLimited as exc:
+        return refused(str(exc), 429)
+    except lifecycle.RunRefused as exc:
+        return refused(str(exc), 409)
+    return redirect("run_detail", run.pk)
+
+
 def _render_detail(
-    request: HttpRequest, problem: Problem, form: OptimizeForm, status: int = 200
+    request: HttpRequest,
+    problem: Problem,
+    form: OptimizeForm | None = None,
+    status: int = 200,
+    submission_form: SubmissionForm | None = None,
 ) -> HttpResponse:
     runs = Run.objects.visible_to(request.user).filter(problem=problem).select_related("problem")
     intensity = None
@@ -115,7 +157,10 @@ def _render_detail(
         "in_progress": problem.status in IN_PROGRESS,
         "intensity": intensity,
         "runs": runs[:100],
-        "form": form,
+        "form": form or OptimizeForm(),
+        "submission_form": submission_form or SubmissionForm(),
+        "max_file_kib": MAX_FILE_BYTES // 1024,
+        "max_files": MAX_FILES,
     }
     return render(request, "problems/detail.html", context, status=status)
 

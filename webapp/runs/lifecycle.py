@@ -1,5 +1,7 @@
 """A run's life: created and queued, claimed by a worker (Run.claim), cancelled by its owner.
 gpu_workers.agent_run drives a claimed run; webapp.runs.recovery re-queues one whose worker died.
+An agent's run starts with start_run, a person's own kernel with start_submission (its files
+checked by webapp.runs.submission); both count against the same hourly limit.
 
 `enqueue_run` calls each hook in RUN_HOOKS with the run's id and GPU type once the current
 transaction commits. The runs app registers webapp.celery.send_run (the task, sent by name to
@@ -19,10 +21,14 @@ from django.utils import timezone
 
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import choices
-from webapp.runs.models import ACTIVE, Run, RunStatus
+from webapp.runs.models import ACTIVE, Run, RunKind, RunStatus
+from webapp.runs.submission import check_files
 from webapp.runs.trace import record_event
 
 RUN_HOOKS: list[Callable[[int, str], None]] = []
+# The `agent` of a person's submission (agent.submission.NAME; the web process imports no agent
+# code beyond its configuration).
+SUBMISSION_AGENT = "submission"
 
 
 class RunRefused(Exception):
@@ -37,30 +43,61 @@ class BadRunOption(ValueError):
     """An unknown agent, GPU type or protocol (HTTP 422); the message lists the known ones."""
 
 
-def _check_option(kind: str, value: str, known: list[str]) -> None:
+def check_option(kind: str, value: str, known: list[str]) -> None:
     if value not in known:
         raise BadRunOption(f"unknown {kind} {value!r}: use one of {', '.join(known)}")
 
 
 def start_run(owner, problem: Problem, agent: str, gpu_type: str, protocol: str) -> Run:
     """Create a queued run of a valid problem and hand it to the workers after commit."""
-    _check_option("agent", agent, choices.agent_names())
-    _check_option("GPU type", gpu_type, choices.gpu_types())
-    _check_option("protocol", protocol, choices.protocols())
+    check_option("agent", agent, choices.agent_names())
+    _check_options(gpu_type, protocol)
+    _check_valid(problem)
+    return _create_run(owner, problem=problem, agent=agent, gpu_type=gpu_type, protocol=protocol)
+
+
+def start_submission(
+    owner, problem: Problem, sources: dict[str, str], gpu_type: str, protocol: str
+) -> Run:
+    """Queue a person's own kernel (model_new.py and kernels/…) on a valid problem: the worker
+    puts it through the same compile, verify, profile and re-grade as an agent's candidate.
+    Raises BadRunOption and BadSubmission (422), RunRefused (409) and RateLimited (429)."""
+    _check_options(gpu_type, protocol)
+    _check_valid(problem)
+    files = check_files(sources, gpu_type)
+    return _create_run(
+        owner,
+        problem=problem,
+        agent=SUBMISSION_AGENT,
+        kind=RunKind.SUBMISSION,
+        submitted_sources=files,
+        gpu_type=gpu_type,
+        protocol=protocol,
+    )
+
+
+def _check_options(gpu_type: str, protocol: str) -> None:
+    check_option("GPU type", gpu_type, choices.gpu_types())
+    check_option("protocol", protocol, choices.protocols())
+
+
+def _check_valid(problem: Problem) -> None:
     if problem.status != ProblemStatus.VALID:
         detail = f"; reasons: {'; '.join(problem.reasons)}" if problem.reasons else ""
         raise RunRefused(
             f"problem {problem.pk} is {problem.status}, not valid: a run can start once "
             f"validation has passed{detail}"
         )
+
+
+def _create_run(owner, **fields) -> Run:
+    """The run, created under the owner's hourly limit and queued once the transaction commits."""
     with transaction.atomic():
         # One user's run creations queue on their row, so simultaneous requests cannot all
         # slip under the hourly limit.
         get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
         _check_rate(owner)
-        run = Run.objects.create(
-            problem=problem, owner=owner, agent=agent, gpu_type=gpu_type, protocol=protocol
-        )
+        run = Run.objects.create(owner=owner, **fields)
         enqueue_run(run)
     return run
 

@@ -12,7 +12,7 @@ from agent.config import load_agent
 from webapp.accounts.service_account import service_account
 from webapp.leaderboard.models import GradeStatus
 from webapp.runs import choices
-from webapp.runs.lifecycle import BadRunOption, RunRefused, enqueue_run
+from webapp.runs.lifecycle import BadRunOption, RunRefused, check_option, enqueue_run
 from webapp.runs.models import ACTIVE, Run
 from webapp.suites.models import Evaluation, Suite
 
@@ -20,12 +20,8 @@ from webapp.suites.models import Evaluation, Suite
 def start_evaluation(
     suite: Suite, agent: str, gpu_type: str, max_turns: int | None = None
 ) -> Evaluation:
-    for kind, value, known in (
-        ("agent", agent, choices.agent_names()),
-        ("GPU type", gpu_type, choices.gpu_types()),
-    ):
-        if value not in known:
-            raise BadRunOption(f"unknown {kind} {value!r}: use one of {', '.join(known)}")
+    check_option("agent", agent, choices.agent_names())
+    check_option("GPU type", gpu_type, choices.gpu_types())
     if max_turns is not None and max_turns < 1:
         raise BadRunOption(f"max turns must be at least 1, not {max_turns}")
     problems = list(suite.valid_problems().order_by("suite_entries__position"))

@@ -32,6 +32,9 @@ class Command(BaseCommand):
             "baseline is kept (torch.compile's time moves between processes)",
         )
         parser.add_argument("--no-wait", action="store_true")
+        parser.add_argument(
+            "--follow", action="store_true", help="request nothing: wait for earlier requests"
+        )
         parser.add_argument("--timeout", type=float, default=7200, help="seconds to wait")
 
     def handle(self, *args, **options) -> None:
@@ -40,12 +43,19 @@ class Command(BaseCommand):
         protocol = check_choice(
             "protocol", options["protocol"] or suite.protocol, list(settings.PROTOCOLS)
         )
-        rows = request_baselines(suite, gpu_type, protocol, max(1, options["repeats"]))
-        self.stdout.write(f"{len(rows)} problems of {suite.name} queued on {gpu_type}")
+        done = Q(measured__gte=F("requested")) | ~Q(error="")
+        if options["follow"]:
+            rows = list(
+                Baseline.objects.filter(
+                    problem__suite_entries__suite=suite, gpu_type=gpu_type, protocol=protocol
+                )
+            )
+        else:
+            rows = request_baselines(suite, gpu_type, protocol, max(1, options["repeats"]))
+            self.stdout.write(f"{len(rows)} problems of {suite.name} queued on {gpu_type}")
         if options["no_wait"] or not rows:
             return
         ids = [row.pk for row in rows]
-        done = Q(measured__gte=F("requested")) | ~Q(error="")
 
         def remaining() -> tuple[int, str]:
             left = Baseline.objects.filter(pk__in=ids).exclude(done).count()

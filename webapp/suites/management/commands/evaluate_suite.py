@@ -9,6 +9,7 @@ from webapp.runs.lifecycle import RunRefused
 from webapp.suites.evaluation import start_evaluation, unfinished
 from webapp.suites.management.suite_option import get_suite
 from webapp.suites.management.waiting import wait_for
+from webapp.suites.models import Evaluation
 
 
 class Command(BaseCommand):
@@ -24,29 +25,51 @@ class Command(BaseCommand):
         parser.add_argument(
             "--wait", action="store_true", help="block until every run ended and was re-graded"
         )
+        parser.add_argument(
+            "--follow",
+            action="store_true",
+            help="start nothing: wait for this agent's latest evaluation of the suite",
+        )
         parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds to wait")
 
     def handle(self, *args, **options) -> None:
         suite = get_suite(options["suite"])
+        earlier = Evaluation.objects.filter(
+            suite=suite, agent=options["agent"], gpu_type=options["gpu"]
+        ).first()  # the latest
+        if options["follow"]:
+            if earlier is None:
+                raise CommandError(f"no evaluation of {options['agent']} on {suite.name} to follow")
+            self._wait(earlier, options["timeout"])
+            return
+        if earlier is not None and unfinished(earlier):
+            raise CommandError(
+                f"evaluation {earlier.pk} of {earlier.agent} on {suite.name} still has "
+                f"{unfinished(earlier)} runs or re-grades left: add --follow to wait for it "
+                "rather than start another"
+            )
         try:  # BadRunOption is a ValueError
             evaluation = start_evaluation(
                 suite, options["agent"], options["gpu"], options["max_turns"]
             )
         except (RunRefused, ValueError) as exc:
             raise CommandError(str(exc)) from None
-        total = evaluation.runs.count()
         self.stdout.write(
-            f"evaluation {evaluation.pk}: {evaluation.agent} on {total} problems of {suite.name} "
-            f"({evaluation.gpu_type}, {evaluation.protocol}); follow it on /suites/{suite.name}/"
+            f"evaluation {evaluation.pk}: {evaluation.agent} on {evaluation.runs.count()} "
+            f"problems of {suite.name} ({evaluation.gpu_type}, {evaluation.protocol}); "
+            f"follow it on /suites/{suite.name}/"
         )
-        if not options["wait"]:
-            return
+        if options["wait"]:
+            self._wait(evaluation, options["timeout"])
+
+    def _wait(self, evaluation: Evaluation, timeout_s: float) -> None:
+        total = evaluation.runs.count()
 
         def remaining() -> tuple[int, str]:
             left = unfinished(evaluation)
             return left, f"evaluation {evaluation.pk}: {left} of {total} runs or re-grades left"
 
-        wait_for(remaining, options["timeout"], self.stdout, "evaluation")
+        wait_for(remaining, timeout_s, self.stdout, "evaluation")
         for run in evaluation.runs.select_related("problem", "grade").order_by("pk"):
             grade = getattr(run, "grade", None)
             state = grade.status if grade else "no verified candidate"
