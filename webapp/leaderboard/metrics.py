@@ -148,9 +148,10 @@ def entrants(suite: Suite, gpu_type: str, protocol: str) -> list[Entrant]:
     submissions = Run.objects.filter(
         kind=RunKind.SUBMISSION, gpu_type=gpu_type, protocol=protocol, problem__in=problems
     )
-    for owner_id, username in (
-        submissions.order_by("owner__username").values_list("owner", "owner__username").distinct()
-    ):
+    # A person enters once a submission of theirs has ended; queued or cancelled ones alone
+    # would make an all-zero row.
+    people = submissions.filter(status__in=ENDED).order_by("owner__username")
+    for owner_id, username in people.values_list("owner", "owner__username").distinct():
         found.append(Entrant(username, "person", submissions.filter(owner=owner_id)))
     if _compiler_results(suite, gpu_type, protocol).exists():
         found.append(Entrant(COMPILER, "compiler", None))

@@ -18,9 +18,12 @@ class RunOut(Schema):
     problem_id: int
     owner: str = Field(..., alias="owner.username")
     agent: str
+    kind: str  # agent, or submission (a person's own kernel)
+    evaluation_id: int | None  # the suite evaluation it belongs to
     gpu_type: str
     protocol: str
     status: str
+    gpu_seconds: float  # time it held the GPU lock
     best_speedup_vs_compile: float | None
     best_speedup_vs_eager: float | None
     prompt_tokens: int
