@@ -8,27 +8,12 @@ import csv
 import io
 
 from webapp.leaderboard import metrics
+from webapp.leaderboard.formatting import format_metric
 from webapp.leaderboard.problem_results import problem_results
 from webapp.suites.models import Baseline, Suite
 
 BOARD_COLUMNS = [key for key, _, _ in metrics.DEFINITIONS]
 _HEADINGS = {key: heading for key, heading, _ in metrics.DEFINITIONS}
-_SHARES = {"correct_rate", "geomean_coverage", "median_sol_fraction"}
-_SPEEDUPS = {"geomean_speedup_vs_compile", "geomean_speedup_vs_eager"}
-
-
-def fmt(key: str, value) -> str:
-    if value is None:
-        return "—"
-    if key in _SHARES or key.startswith("fast_"):
-        return f"{value:.0%}"
-    if key in _SPEEDUPS:
-        return f"{value:.2f}×"
-    if key == "dollars_per_run":
-        return f"${value:.4f}" if value < 0.01 else f"${value:.2f}"
-    if isinstance(value, float):
-        return f"{value:.4g}" if key != "tokens_per_run" else f"{value:.0f}"
-    return str(value)
 
 
 def _ms(value) -> str:
@@ -77,7 +62,7 @@ def markdown(suite: Suite, gpu_type: str, protocol: str | None = None, command: 
     columns = BOARD_COLUMNS
     lines += _table(
         [_HEADINGS[key] for key in columns],
-        [[fmt(key, row.get(key)) for key in columns] for row in board["rows"]],
+        [[format_metric(key, row.get(key)) for key in columns] for row in board["rows"]],
     )
     lines += _under_review(board) + _reported(board) + ["", "## Definitions", ""]
     lines += [f"- **{heading}**: {text}" for _, heading, text in metrics.DEFINITIONS]
@@ -120,7 +105,13 @@ def _reported(board: dict) -> list[str]:
     lines = ["", "## Reported in papers (not measured here, never ranked)", ""]
     keys = ("correct_rate", "fast_1_0_vs_compile", "geomean_speedup_vs_compile")
     rows = [
-        [r["entrant"], r["gpu"], r["protocol"], *(fmt(k, r[k]) for k in keys), r["citation"]]
+        [
+            r["entrant"],
+            r["gpu"],
+            r["protocol"],
+            *(format_metric(k, r[k]) for k in keys),
+            r["citation"],
+        ]
         for r in board["reported"]
     ]
     headings = ["entrant", "GPU", "protocol", *(_HEADINGS[k] for k in keys), "source"]

@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from webapp.leaderboard import metrics
+from webapp.leaderboard.formatting import cells
 from webapp.leaderboard.problem_results import board_gpu_types
 from webapp.problems.models import Visibility
 from webapp.runs.models import Run
@@ -15,8 +16,6 @@ from webapp.suites.models import Suite
 TOP_ROWS = 3
 # The compact board's columns, in the order of metrics.DEFINITIONS.
 COMPACT_COLUMNS = ("rank", "entrant", "fast_1_0_vs_compile", "geomean_speedup_vs_compile")
-SHARES = {"correct_rate", "geomean_coverage", "median_sol_fraction"}
-SPEEDUPS = {"geomean_speedup_vs_compile", "geomean_speedup_vs_eager"}
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -65,24 +64,3 @@ def compact_boards() -> list[dict]:
 
 def compact_headings() -> list[tuple[str, str, str]]:
     return [d for d in metrics.DEFINITIONS if d[0] in COMPACT_COLUMNS]
-
-
-def cells(row: dict, columns) -> list[tuple[str, str]]:
-    """(column key, text) for each column: what a board's table row shows."""
-    return [(key, format_metric(key, row.get(key))) for key in columns]
-
-
-def format_metric(key: str, value) -> str:
-    if value is None:
-        return "—"
-    if key in SHARES or key.startswith("fast_"):
-        return f"{value:.0%}"
-    if key in SPEEDUPS:
-        return f"{value:.2f}×"
-    if key == "tokens_per_run":
-        return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
-    if key == "dollars_per_run":
-        return f"${value:.4f}" if value < 0.01 else f"${value:.2f}"
-    if key == "gpu_minutes_per_run":
-        return f"{value:.2f}"
-    return str(value)

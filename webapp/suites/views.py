@@ -10,9 +10,9 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from webapp.leaderboard import charts, metrics
+from webapp.leaderboard.formatting import cells
 from webapp.leaderboard.models import GradeStatus
 from webapp.leaderboard.problem_results import board_gpu_types, problem_results
-from webapp.leaderboard.views import cells
 from webapp.problems.models import ProblemStatus
 from webapp.runs.models import RunStatus
 from webapp.suites.models import Baseline, Evaluation, Suite, SuiteProblem
