@@ -9,7 +9,7 @@ import logging
 from django.conf import settings
 
 from gpu_workers.agent_run import device_for
-from gpu_workers.harness import problem as harness_problem
+from gpu_workers.harness import validation as harness_validation
 from gpu_workers.harness import roofline
 from gpu_workers.harness.protocol import LOOSE
 from webapp.problems.models import Problem, ProblemStatus
@@ -28,7 +28,7 @@ def validate(problem_id: int) -> str:
     gpu_type = settings.VALIDATION_GPU_TYPE
     device = device_for(gpu_type)
     try:
-        report = harness_problem.validate(source, device, LOOSE)
+        report = harness_validation.validate(source, device, LOOSE)
     except Exception as exc:  # a harness failure is not the problem's fault, but must not hang
         log.exception("validating problem %s failed", problem_id)
         mine.update(status=ProblemStatus.REJECTED, reasons=[f"the validator failed: {exc}"])

@@ -59,9 +59,9 @@ def _read(path: Path) -> str:
 
 
 def _validate(source: str, device: str, proto, as_json: bool) -> int:
-    from gpu_workers.harness import problem
+    from gpu_workers.harness import validation
 
-    report = problem.validate(source, device, proto)
+    report = validation.validate(source, device, proto)
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
     elif report.ok:

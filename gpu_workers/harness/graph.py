@@ -87,7 +87,7 @@ def capture_in_child(request: dict) -> dict:
     from gpu_workers.harness import problem
 
     device, protocol = request["device"], Protocol.from_request(request["protocol"])
-    problem.apply_precision(protocol)
+    problem.reference_precision(protocol)
     module = problem.load_module(Path(request["problem"]), "problem_model")
     model_cls = getattr(module, "Model", None)
     if not isinstance(model_cls, type) or not issubclass(model_cls, nn.Module):

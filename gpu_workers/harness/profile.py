@@ -1,34 +1,30 @@
 """Speed: the candidate against eager PyTorch, torch.compile and the speed-of-light floor.
 
-Baselines (eager, torch.compile default and max-autotune) are measured in a process that never
-imports a candidate, and cached per (problem hash, device, torch, CUDA, protocol). The candidate
-is timed beside eager in its own verify process, after its correctness trials (one process start
-instead of two); the outputs of timed calls are re-checked, and host wall time is compared with
-event time.
+Baselines (eager, torch.compile default and max-autotune) are timed in a reference runner, where
+no candidate code ever runs, and cached per (problem hash, device, torch, CUDA, protocol). The
+candidate is timed by the judge in batches on inputs drawn fresh every round; the judge's own
+clock around each batch decides whether the candidate's claimed times are believed, every timed
+call's output is checked, and eager batches interleaved with the candidate's only detect drift:
+speedups are always against the cached baselines.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
-from gpu_workers.harness import environment, roofline, sandbox, settings, timing
+from gpu_workers.harness import environment, roofline, runner_process, settings
+from gpu_workers.harness import judge as judge_mod
 from gpu_workers.harness import problem as problem_mod
+from gpu_workers.harness.judge import Batches, Judge
 from gpu_workers.harness.protocol import Protocol
+from gpu_workers.harness.runner_process import RunnerDied, RunnerError, RunnerProcess
 from gpu_workers.harness.source_gate import Violation
-
-if TYPE_CHECKING:
-    from gpu_workers.harness.verify import Measurement
-
-# Host wall time above this multiple of event time (plus a fixed allowance for launch and
-# synchronisation) means work ran outside the timed stream (threat 5).
-_WALL_GAP_FACTOR = 2.0
-_WALL_GAP_ALLOWANCE_MS = 0.1
 
 
 @dataclass
@@ -64,7 +60,8 @@ class ProfileResult:
 
 # Bumped whenever how baselines are measured changes, so no cached number outlives its method.
 # 2: TF32 admitted for the baselines where the protocol admits tensor cores.
-BASELINE_METHOD = 2
+# 3: timed in batches by the judge, in a reference runner.
+BASELINE_METHOD = 3
 
 
 def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
@@ -87,13 +84,61 @@ def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path
 
 
 def measure_baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
-    """Measures the baselines now, in the sandbox, whatever is cached."""
-    request = {"problem": str(problem_path), "device": device, "protocol": protocol.to_request()}
-    result, failure = sandbox.run_step("baselines", request, workdir, device, timeout_s=1800)
-    if failure:
-        raise problem_mod.ProblemError(f"measuring baselines failed: {failure}")
+    """Measures the baselines now, in a fresh reference runner, whatever is cached."""
+    try:
+        with runner_process.start_reference(problem_path, device, protocol) as reference:
+            judge = Judge(device, protocol)
+            try:
+                result = time_baselines(judge, reference)
+            finally:
+                judge.free()
+    except RunnerError as exc:
+        raise problem_mod.ProblemError(f"measuring baselines failed: {exc}") from None
     result["environment"] = environment.describe(device, settings.gpu_index())
     return result
+
+
+def _mode_key(mode: str) -> str:
+    return "compile_ms" if mode == "default" else f"compile_{mode.replace('-', '_')}_ms"
+
+
+_FUNCTION_OF_MODE = {"default": "compile", "max-autotune": "compile_max_autotune"}
+
+
+def time_baselines(judge: Judge, reference: RunnerProcess, modes=None) -> dict:
+    """Eager and torch.compile on the protocol's timing seeds, interleaved round by round."""
+    protocol = judge.protocol
+    modes = protocol.compile_modes if modes is None else modes
+    for slot, seed in zip(judge_mod.TIMING_SLOTS, protocol.timing_seeds, strict=False):
+        judge.make_set(reference, slot, seed)
+    slots = judge_mod.TIMING_SLOTS[: len(protocol.timing_seeds)]
+    names = {"eager_ms": "eager", **{_mode_key(m): _FUNCTION_OF_MODE[m] for m in modes}}
+    batches = {key: Batches() for key in names}
+    for fn in names.values():  # warm-up: torch.compile compiles here
+        judge_mod.timed_batch(reference, fn, slots, "none", timeout_s=1800)
+    deadline = time.monotonic() + protocol.timing_budget_s
+    for round_index in range(_MAX_ROUNDS):
+        keys = list(names)
+        rotation = round_index % len(keys)
+        for key in keys[rotation:] + keys[:rotation]:
+            times, wall, _ = judge_mod.timed_batch(reference, names[key], slots, "none", _CALL_S)
+            batches[key].add(times, wall)
+        if _settled(round_index, batches.values(), protocol, deadline):
+            break
+    result = {key: b.median_ms for key, b in batches.items()}
+    result["spread"] = {key: b.spread for key, b in batches.items()}
+    return result
+
+
+_MAX_ROUNDS = 2000
+_MIN_ROUNDS = 4
+_CALL_S = 600.0
+
+
+def _settled(round_index: int, batches, protocol: Protocol, deadline: float) -> bool:
+    if round_index + 1 < _MIN_ROUNDS:
+        return False
+    return all(b.spread < protocol.target_spread for b in batches) or time.monotonic() > deadline
 
 
 def store_baselines(problem_path: Path, device: str, protocol: Protocol, result: dict) -> None:
@@ -103,31 +148,150 @@ def store_baselines(problem_path: Path, device: str, protocol: Protocol, result:
     path.write_text(json.dumps({k: v for k, v in result.items() if k != "cached"}))
 
 
-def run(
-    problem_path: Path, device: str, protocol: Protocol, workdir: Path, measured: Measurement
-) -> ProfileResult:
-    """The candidate's timing (taken in its verify process) against the cached baselines and the
-    speed-of-light floor."""
-    base = baselines(problem_path, device, protocol, workdir)
-    return _result(base, measured.timing, list(measured.violations), device, protocol)
+@dataclass
+class Measurement:
+    """What the judge measured of a verified candidate, for `result`."""
+
+    candidate: dict
+    eager: dict  # interleaved with the candidate
+    eager_alone: dict  # the same batches just before the candidate's process existed
+    flops: int
+    bytes_moved: int
+    violations: list[Violation]
+
+    def drift(self) -> float:
+        """Eager beside the candidate over eager alone, fastest against fastest: a busy host's
+        stray stalls move medians, while something that slows every interleaved call (threat
+        11) moves the minimum too. Only slower counts: speedups use the clean baselines."""
+        if not self.eager or not self.eager_alone:
+            return 1.0
+        return self.eager["min_ms"] / self.eager_alone["min_ms"]
+
+    def disturbed(self, protocol: Protocol) -> bool:
+        return self.drift() > protocol.drift_limit
 
 
-def _result(
-    base: dict, measured: dict, violations: list[Violation], device: str, protocol: Protocol
-) -> ProfileResult:
-    cand, eager = measured["candidate"], measured["eager"]
-    candidate_ms = cand["median_ms"]
-    if cand["wall_median_ms"] > _WALL_GAP_FACTOR * candidate_ms + _WALL_GAP_ALLOWANCE_MS:
+def eager_alone(judge: Judge, reference: RunnerProcess) -> Batches:
+    """Eager timed exactly as it will be beside the candidate, before any candidate process
+    exists: what drift is judged against (threat 11), in the same process and minutes apart.
+    A fresh runner's first calls are slow (allocator, clocks), so it warms up for a while."""
+    batches = Batches()
+    budget = judge.protocol.timing_budget_s / 4
+    warm_until = time.monotonic() + budget / 2
+    deadline = warm_until + budget
+    while True:
+        _fresh_sets(judge, reference)
+        times, wall, _ = judge_mod.timed_batch(
+            reference, "eager", judge_mod.TIMING_SLOTS, "sink", _CALL_S
+        )
+        if time.monotonic() < warm_until:
+            continue
+        batches.add(times, wall)
+        if _settled(len(batches.walls_ms) - 1, (batches,), judge.protocol, deadline):
+            break
+    return batches
+
+
+def _fresh_sets(judge: Judge, reference: RunnerProcess) -> dict:
+    seeds = judge_mod.fresh_seeds(len(judge_mod.TIMING_SLOTS))
+    return {
+        k: judge.make_set(reference, k, seed)
+        for k, seed in zip(judge_mod.TIMING_SLOTS, seeds, strict=True)
+    }
+
+
+def time_candidate(
+    judge: Judge, reference: RunnerProcess, candidate: RunnerProcess, alone: Batches
+) -> Measurement:
+    """Rounds of one batch each for the candidate and for eager (which only calibrates the
+    judge's clock and detects drift), every set drawn fresh each round so no result can be
+    replayed; every timed output is checked against the reference."""
+    protocol = judge.protocol
+    slots = judge_mod.TIMING_SLOTS
+    cand, eager = Batches(), Batches()
+    violations: list[Violation] = []
+    counts = None
+    deadline = time.monotonic() + protocol.timing_budget_s
+    for round_index in range(-1, _MAX_ROUNDS):  # round -1 warms up and is not recorded
+        sets = _fresh_sets(judge, reference)
+        lent = {k: judge.lend_to_candidate(candidate, k) for k in slots}
+        counts = counts or reference.call("counts", slot=slots[0])
+        order = [("eager", reference, "sink"), ("candidate", candidate, "lent")]
+        if round_index % 2:
+            order.reverse()
+        for fn, runner, into in order:
+            try:
+                times, wall, outputs = judge_mod.timed_batch(runner, fn, slots, into, _CALL_S)
+            except RunnerDied as died:
+                if runner is reference:
+                    raise
+                return _died(died, counts)
+            if round_index >= 0:
+                (eager if runner is reference else cand).add(times, wall)
+            if runner is candidate:
+                violations += _check_timed_outputs(judge, sets, lent, outputs, slots)
+        if violations or _settled(round_index, (cand,), protocol, deadline):
+            break
+    violations += _consistency(cand, eager)
+    return Measurement(
+        cand.summary(),
+        eager.summary(),
+        alone.summary(),
+        counts["flops"],
+        counts["bytes_moved"],
+        violations[:10],
+    )
+
+
+def _died(died: RunnerDied, counts) -> Measurement:
+    violation = Violation("process_exit", f"while timed: {died}")
+    return Measurement({}, {}, {}, (counts or {}).get("flops", 0), 0, [violation])
+
+
+def _check_timed_outputs(judge, sets, lent, outputs, slots) -> list[Violation]:
+    found = []
+    for k, described in zip(slots, outputs, strict=True):
+        reply = {"outputs": described, "copied": True}
+        bad, _, _ = judge_mod.check_outputs(judge, sets[k], lent[k], reply, f"timed call (set {k})")
+        found += [Violation("timed_output_mismatch", v.detail) for v in bad]
+    return found
+
+
+def _consistency(cand: Batches, eager: Batches) -> list[Violation]:
+    """The judge's clock against the candidate's claimed times (threats 5 and 6)."""
+    if not cand.walls_ms or not eager.walls_ms:
+        return []
+    gap, noise = judge_mod.unexplained_ms(cand, eager)
+    claimed = sum(cand.times_ms) / len(cand.walls_ms)
+    if gap > 3 * noise + 0.25 * claimed:
+        return [
+            Violation(
+                "timing_inconsistent",
+                f"each batch took {gap:.3f} ms longer on the judge's clock than the candidate's "
+                f"claimed {claimed:.3f} ms explain (noise {noise:.3f} ms): "
+                "work ran outside the timed calls, or the times were forged",
+            )
+        ]
+    return []
+
+
+def result(base: dict, measured: Measurement, device: str, protocol: Protocol) -> ProfileResult:
+    """The candidate's verdict on speed: against the cached baselines, the floor and drift."""
+    violations = list(measured.violations)
+    if not measured.candidate:
+        return ProfileResult(ok=False, violations=violations, error="not timed")
+    candidate_ms = measured.candidate["median_ms"]
+    drift = measured.drift()
+    if drift > protocol.drift_limit:
         violations.append(
             Violation(
-                "async_work",
-                f"host wall time {cand['wall_median_ms']:.3f} ms "
-                f"vs event time {candidate_ms:.3f} ms: work ran outside the "
-                "timed stream",
+                "timing_drift",
+                f"eager ran {drift:.2f}x its time alone while the candidate was timed "
+                f"(limit {protocol.drift_limit}x): the machine was disturbed; held for review",
             )
         )
     peaks = roofline.peaks(device)
-    sol_ms = roofline.floor_ms(measured["flops"], measured["bytes_moved"], peaks, protocol)
+    sol_ms = roofline.floor_ms(measured.flops, measured.bytes_moved, peaks, protocol)
     if candidate_ms < sol_ms * protocol.sol_slack:
         violations.append(
             Violation(
@@ -144,67 +308,15 @@ def _result(
         compile_ms=compile_ms,
         compile_max_autotune_ms=base.get("compile_max_autotune_ms"),
         candidate_ms=candidate_ms,
-        spread=cand["spread"],
-        speedup_vs_eager=eager["median_ms"] / candidate_ms,
+        spread=measured.candidate["spread"],
+        speedup_vs_eager=base["eager_ms"] / candidate_ms,
         speedup_vs_compile=compile_ms / candidate_ms if compile_ms else None,
         sol_ms=sol_ms,
         sol_fraction=sol_ms / candidate_ms,
-        flops=measured["flops"],
-        bytes_moved=measured["bytes_moved"],
-        samples=cand["samples"],
-        eager_drift=eager["median_ms"] / base["eager_ms"],
+        flops=measured.flops,
+        bytes_moved=measured.bytes_moved,
+        samples=measured.candidate["samples"],
+        eager_drift=drift,
         baselines_cached=base["cached"],
         violations=violations,
     )
-
-
-# ---- child side: only ever runs inside the sandbox --------------------------------------------
-
-
-def _mode_key(mode: str) -> str:
-    return "compile_ms" if mode == "default" else f"compile_{mode.replace('-', '_')}_ms"
-
-
-def baselines_in_child(request: dict) -> dict:
-    device, protocol = request["device"], Protocol.from_request(request["protocol"])
-    problem_mod.apply_precision(protocol)
-    problem_mod.timing_precision(protocol)
-    problem = problem_mod.load_module(Path(request["problem"]), "problem_model")
-    model = problem_mod.build_model(problem, device, protocol.init_seed)
-    fns = {"eager_ms": model}
-    for mode in protocol.compile_modes:
-        fns[_mode_key(mode)] = torch.compile(model, mode=None if mode == "default" else mode)
-    sets = [problem_mod.make_inputs(problem, s, device) for s in protocol.timing_seeds]
-    with torch.no_grad():
-        timings, _ = timing.measure(fns, sets, device=device, budget_s=protocol.timing_budget_s)
-    result = {name: t.median_ms for name, t in timings.items()}
-    result["spread"] = {name: t.spread for name, t in timings.items()}
-    return result
-
-
-def time_candidate(problem, model_new, device: str, protocol: Protocol, out_dir: Path) -> dict:
-    """Times the candidate beside eager on rotating inputs; saves the outputs of its last timed
-    call on each input set for the parent to re-check."""
-    problem_mod.timing_precision(protocol)  # the correctness trials are over by now
-    reference = problem_mod.build_model(problem, device, protocol.init_seed)
-    sets = [problem_mod.make_inputs(problem, s, device) for s in protocol.timing_seeds]
-    with torch.no_grad():
-        outputs = problem_mod.flatten(reference(*sets[0]))
-        flops = problem_mod.count_flops(reference, sets[0])
-        nbytes = problem_mod.bytes_moved(sets[0], reference, outputs)
-        del outputs
-        timings, kept = timing.measure(
-            {"candidate": model_new, "eager": reference},
-            sets,
-            device=device,
-            budget_s=protocol.timing_budget_s,
-        )
-    for seed, out in zip(protocol.timing_seeds, kept["candidate"], strict=True):
-        tensors = problem_mod.flatten(out)
-        torch.save([t.detach().cpu() for t in tensors], out_dir / f"timed-{seed}.pt")
-    return {
-        "candidate": timings["candidate"].summary(),
-        "eager": timings["eager"].summary(),
-        "flops": flops,
-        "bytes_moved": nbytes,
-    }

@@ -28,6 +28,11 @@ class Protocol:
     init_seed: int = 1234
     compile_modes: tuple[str, ...] = ("default", "max-autotune")
     timing_budget_s: float = 2.0
+    # Timing stops once every spread (IQR / median) is under this, or the budget is spent.
+    target_spread: float = 0.01
+    # Eager interleaved with the candidate may run this factor slower or faster than its clean
+    # baseline before the result is held for review (timing_drift): busy threads slowed it 3.5x.
+    drift_limit: float = 1.5
     # Wall-clock limit of one sandboxed verify or profile step (a hang becomes a verdict).
     step_timeout_s: float = 600.0
     extra: dict = field(default_factory=dict)

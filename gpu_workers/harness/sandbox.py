@@ -210,3 +210,46 @@ def run_step(
         return {}, f"{step}: {reason}"
     result = json.loads(result_path.read_text())
     return result, None
+
+
+# ---- stand-in until the bubblewrap sandbox lands (replaced wholesale by it) ----
+
+
+@dataclass(frozen=True)
+class View:
+    """What a confined process may see besides the system's read-only software."""
+
+    readable: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+
+
+def confinement() -> dict:
+    return {
+        "confined": False,
+        "mode": "unconfined",
+        "tool": None,
+        "network_isolated": network_isolation_available(),
+    }
+
+
+def start(argv, *, cwd, device, view, limits=None, env=None, pass_fds=(), stdout=None, stderr=None):
+    limits = limits or Limits()
+    return subprocess.Popen(
+        [*_network_prefix(), *argv],
+        cwd=cwd,
+        env=child_env(device, env),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+        pass_fds=pass_fds,
+        preexec_fn=lambda: _apply_limits(limits),
+    )
+
+
+def stop(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()

@@ -11,18 +11,12 @@ from pathlib import Path
 
 from gpu_workers.harness import (
     graph,
-    problem,
-    profile,
     roofline,
     timing,  # noqa: F401  - binds the clocks first (threat 6)
-    verify,
 )
 
+# One-shot steps; judging (validation, verify, profile, baselines) goes through the runners.
 STEPS = {
-    "validate": problem.validate_in_child,
-    "reference": verify.reference_in_child,
-    "candidate": verify.candidate_in_child,
-    "baselines": profile.baselines_in_child,
     "peaks": roofline.measure_in_child,
     "graph": graph.capture_in_child,
 }

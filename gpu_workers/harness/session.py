@@ -4,27 +4,19 @@ the CLI and the Celery tasks all use. Every method returns the Verdict's JSON se
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from gpu_workers.harness import compile as compile_mod
-from gpu_workers.harness import environment, gpu_lock, sandbox, settings, workspace
+from gpu_workers.harness import environment, gpu_lock, runner_process, sandbox, settings, workspace
 from gpu_workers.harness import graph as graph_mod
 from gpu_workers.harness import profile as profile_mod
 from gpu_workers.harness import verify as verify_mod
+from gpu_workers.harness.judge import Judge
 from gpu_workers.harness.problem import ProblemError, check_source
 from gpu_workers.harness.protocol import LOOSE, Protocol
-
-
-def _scratch() -> str | None:
-    """tmpfs when it has room: verify and profile pass every output through files."""
-    try:
-        stat = os.statvfs("/dev/shm")
-    except OSError:
-        return None
-    return "/dev/shm" if stat.f_bavail * stat.f_frsize > 8 << 30 else None
+from gpu_workers.harness.runner_process import RunnerError, RunnerFailed
 
 
 class Session:
@@ -39,13 +31,18 @@ class Session:
         self.device = settings.check_device(device)
         self.protocol = protocol or LOOSE
         self._owns_root = root is None
-        base = Path(root) if root else Path(tempfile.mkdtemp(prefix="kernelarena-", dir=_scratch()))
+        base = Path(root) if root else Path(tempfile.mkdtemp(prefix="kernelarena-"))
         self.workspace = workspace.create(base / "workspace", problem_source, device)
         self.root = self.workspace.root
         self.workdir = base / "io"
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # The reference runner sees this folder alone: the problem, never a candidate's files.
+        self._problem_path = base / "reference" / "model.py"
+        self._problem_path.parent.mkdir(exist_ok=True)
+        self._problem_path.write_text(problem_source)
         self._base = base
-        self._verified: tuple[str, tuple[dict, verify_mod.Measurement | None]] | None = None
+        self._reference: runner_process.RunnerProcess | None = None
+        self._verified: tuple[str, tuple[dict, profile_mod.Measurement | None]] | None = None
         self._graph: dict | None = None
 
     # ---- files (what the agent reads and writes) ----
@@ -79,8 +76,8 @@ class Session:
     def verify(self) -> dict:
         return self._verify()[0]
 
-    def _verify(self) -> tuple[dict, verify_mod.Measurement | None]:
-        """One sandboxed run per distinct set of sources: trials, then timing."""
+    def _verify(self) -> tuple[dict, profile_mod.Measurement | None]:
+        """One candidate runner per distinct set of sources: trials, then timing."""
         digest = self._digest()
         if self._verified and self._verified[0] == digest:
             return self._verified[1]
@@ -88,16 +85,64 @@ class Session:
         if not built.ok:
             failed = verify_mod.VerifyResult(ok=False, error="compile failed: " + built.log)
             return failed.to_dict(), None
-        with gpu_lock.hold(self.device):
-            try:
-                result, measured = verify_mod.run(
-                    self.workspace, built.extension_dir, self.device, self.protocol, self.workdir
-                )
-                outcome = (result.to_dict(), measured)
-            except ProblemError as exc:  # the reference failed: not the candidate's fault
-                outcome = (verify_mod.VerifyResult(ok=False, error=str(exc)).to_dict(), None)
+        gated = verify_mod.static_gate(self.sources())
+        outcome = (gated.to_dict(), None) if gated else self._judge(built.extension_dir)
         self._verified = (digest, outcome)
         return outcome
+
+    def _judge(self, extension_dir: str) -> tuple[dict, profile_mod.Measurement | None]:
+        """Trials, then timing; a measurement the machine disturbed is taken once more, with a
+        fresh candidate process, before the drift stands (a busy neighbour passes, a candidate
+        that slows the machine does not)."""
+        judge = Judge(self.device, self.protocol)
+        with gpu_lock.hold(self.device):
+            try:
+                reference = self._reference_runner()
+                verdict, measured = None, None
+                for _attempt in range(2):
+                    # eager alone is timed while no candidate process exists
+                    alone = profile_mod.eager_alone(judge, reference)
+                    with self._candidate_runner(extension_dir) as candidate:
+                        verdict = verdict or verify_mod.trials(judge, reference, candidate)
+                        if not verdict.ok:
+                            return verdict.to_dict(), None
+                        measured = profile_mod.time_candidate(judge, reference, candidate, alone)
+                    if not measured.disturbed(self.protocol):
+                        break
+                return verdict.to_dict(), measured
+            except RunnerError as failed:  # the candidate's load raised, or the reference
+                return self._failure(failed), None
+            finally:
+                judge.free()
+                if self._reference:
+                    self._release_reference()
+
+    def _candidate_runner(self, extension_dir: str) -> runner_process.RunnerProcess:
+        return runner_process.start_candidate(
+            self.root, extension_dir, self.device, self.protocol, self.protocol.step_timeout_s
+        )
+
+    def _failure(self, failed: RunnerError) -> dict:
+        """A reference that fails is not the candidate's fault, and the error says so."""
+        prefix = "the reference failed: " if failed.role == "reference" else ""
+        return verify_mod.VerifyResult(ok=False, error=prefix + str(failed)).to_dict()
+
+    def _reference_runner(self) -> runner_process.RunnerProcess:
+        if self._reference is None:
+            try:
+                self._reference = runner_process.start_reference(
+                    self._problem_path, self.device, self.protocol, self.protocol.step_timeout_s
+                )
+            except RunnerError as exc:
+                raise RunnerFailed("reference", f"could not load the problem: {exc}") from None
+        return self._reference
+
+    def _release_reference(self) -> None:
+        try:
+            self._reference.call("release")
+        except RunnerError:
+            self._reference.close()
+            self._reference = None
 
     def profile(self) -> dict:
         verdict, measured = self._verify()
@@ -107,15 +152,12 @@ class Session:
             ).to_dict()
         with gpu_lock.hold(self.device):  # baselines are measured on first use
             try:
-                return profile_mod.run(
-                    self.workspace.root / "model.py",
-                    self.device,
-                    self.protocol,
-                    self.workdir,
-                    measured,
-                ).to_dict()
+                base = profile_mod.baselines(
+                    self._problem_path, self.device, self.protocol, self.workdir
+                )
             except ProblemError as exc:
                 return profile_mod.ProfileResult(ok=False, error=str(exc)).to_dict()
+        return profile_mod.result(base, measured, self.device, self.protocol).to_dict()
 
     def graph(self) -> dict:
         """The problem's Graph IR (docs/fusion.md), captured in the sandbox once per session:
@@ -138,10 +180,13 @@ class Session:
             "profile": profiled,
             "environment": environment.describe(self.device, settings.gpu_index()),
             "protocol": self.protocol.to_dict(),
-            "sandbox": {"network_isolated": sandbox.network_isolation_available()},
+            "sandbox": sandbox.confinement(),
         }
 
     def close(self) -> None:
+        if self._reference:
+            self._reference.close()
+            self._reference = None
         if self._owns_root:
             shutil.rmtree(self._base, ignore_errors=True)
 

@@ -92,9 +92,9 @@ def test_an_illegal_memory_access_is_a_verdict_and_the_harness_survives():
 def test_work_on_another_stream_shows_as_a_wall_time_gap():
     """Threat 5 past the static gate: event time on the current stream misses the kernel."""
     result = profile_past_the_gate("cuda", "gpu/relu_scale", "bad_other_stream")
-    assert "async_work" in codes(result.to_dict()), result
+    assert {"async_work", "timing_inconsistent"} & codes(result), result
 
 
 def test_patched_event_timers_do_not_reach_the_measurement():
     result = profile_past_the_gate("cuda", "gpu/relu_scale", "bad_patches_timers")
-    assert result.candidate_ms > 0.01 and result.speedup_vs_compile < 10, result
+    assert result["candidate_ms"] > 0.01 and result["speedup_vs_compile"] < 10, result

@@ -26,24 +26,14 @@ def codes(section: dict | None) -> set[str]:
     return {v["code"] for v in (section or {}).get("violations", [])}
 
 
-def profile_past_the_gate(device: str, problem: str, candidate: str):
+def profile_past_the_gate(device: str, problem: str, candidate: str) -> dict:
     """Verifies and profiles with the static gate off, so the runtime defences are what a
     candidate meets (the gate would stop these before they run)."""
-    from gpu_workers.harness import profile, verify
-
     with Session(problem_source(problem), device=device) as session:
         workspace.copy_candidate(session.workspace, candidate_dir(device, candidate))
         built = session._compile_result()
         assert built.ok, built.log
-        verdict, measured = verify.run(
-            session.workspace,
-            built.extension_dir,
-            device,
-            session.protocol,
-            session.workdir,
-            check_sources=False,
-        )
-        assert measured is not None, verdict
-        return profile.run(
-            session.root / "model.py", device, session.protocol, session.workdir, measured
-        )
+        judged = session._judge(built.extension_dir)  # what _verify does after the gate
+        assert judged[1] is not None, judged[0]
+        session._verified = (session._digest(), judged)
+        return session.profile()

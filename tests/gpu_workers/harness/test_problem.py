@@ -1,13 +1,13 @@
 import pytest
 
-from gpu_workers.harness import problem
+from gpu_workers.harness import problem, validation
 from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
 from gpu_workers.harness.protocol import LOOSE
 from tests.conftest import problem_source
 
 
 def test_a_valid_problem_records_times_flops_and_bytes():
-    report = problem.validate(problem_source("matmul_rowsum"), "cpu", LOOSE)
+    report = validation.validate(problem_source("matmul_rowsum"), "cpu", LOOSE)
     assert report.ok, report.reasons
     assert report.eager_ms > 0 and report.compile_ms > 0
     assert report.flops == 2 * 512 * 512 * 512
@@ -28,7 +28,7 @@ def test_a_valid_problem_records_times_flops_and_bytes():
     ],
 )
 def test_unusable_problems_are_rejected_with_a_reason(name, reason):
-    report = problem.validate(problem_source(name), "cpu", LOOSE)
+    report = validation.validate(problem_source(name), "cpu", LOOSE)
     assert not report.ok
     assert len(report.reasons) == 1 and reason in report.reasons[0]
 
@@ -38,5 +38,5 @@ def test_the_identity_ignores_line_endings_and_trailing_blanks():
 
 
 def test_an_oversized_source_is_refused_before_anything_runs():
-    report = problem.validate("#" * (MAX_SOURCE_BYTES + 1), "cpu", LOOSE)
+    report = validation.validate("#" * (MAX_SOURCE_BYTES + 1), "cpu", LOOSE)
     assert not report.ok and "the limit is 256 KiB" in report.reasons[0]

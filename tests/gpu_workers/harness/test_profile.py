@@ -26,4 +26,4 @@ def test_a_time_under_the_speed_of_light_floor_is_held_as_impossible():
 def test_patched_timers_do_not_reach_the_measurement():
     """Threat 6, past the static gate: the candidate's import patches every clock it can."""
     result = profile_past_the_gate("cpu", "relu_scale", "bad_patches_timers")
-    assert result.candidate_ms > 0.001 and result.speedup_vs_eager < 100, result
+    assert result["candidate_ms"] > 0.001 and result["speedup_vs_eager"] < 100, result

@@ -1,0 +1,194 @@
+"""The candidate runner's commands: it runs the candidate's ModelNew on inputs the judge copied
+into buffers it lent, and copies the outputs into other lent buffers. It never holds a
+reference output, a seed or the tolerance.
+
+What it reports about itself (torch ops seen by the dispatch observer, threads left running,
+outputs aliasing inputs) can only fail the candidate: the judge reads it as failure information,
+never as success.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from gpu_workers.harness import problem as problem_mod
+from gpu_workers.harness.protocol import Protocol
+from gpu_workers.harness.runner_state import COMMON, RunnerState, copy_outputs, describe
+from gpu_workers.harness.source_gate import Violation
+
+# Ops ModelNew.forward may dispatch: allocation, metadata and views. Anything else is torch doing
+# the work (threat 1), whether called from Python or from C++ inside the extension.
+_ALLOWED_ATEN = {
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "zeros",
+    "zeros_like",
+    "zero_",
+    "fill_",
+    "resize_",
+    "detach",
+    "alias",
+    "lift_fresh",
+    "_local_scalar_dense",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "sym_storage_offset",
+    "is_contiguous",
+}
+
+
+class ComputeOpObserver(TorchDispatchMode):
+    """Records every torch compute op dispatched while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        packet = func.overloadpacket
+        namespace = func._schema.name.split("::")[0]
+        allowed = func.is_view or (namespace == "aten" and packet.__name__ in _ALLOWED_ATEN)
+        if not allowed:
+            name = f"{namespace}::{packet.__name__}"
+            self.ops[name] = self.ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def fill_free_memory_with_nan(device: str, nbytes: int = 1 << 30) -> None:
+    """Threat 2: leave the caching allocator's free blocks full of NaN, so an output the kernel
+    never writes reads as NaN instead of whatever a previous tensor left there."""
+    if device != "cuda":
+        return  # the cpu target sets MALLOC_PERTURB_ in the sandbox instead
+    free, _ = torch.cuda.mem_get_info()
+    big = min(nbytes, free // 4)
+    blocks = [torch.full((big // 4,), float("nan"), device="cuda")]
+    blocks += [torch.full((1 << 17,), float("nan"), device="cuda") for _ in range(64)]
+    torch.cuda.synchronize()
+    del blocks
+
+
+def load_candidate(workspace: Path, extension_dir: str, device: str, protocol: Protocol):
+    """A ModelNew with the reference's weights (built here from the problem's own init)."""
+    problem = problem_mod.load_module(workspace / "model.py", "problem_model")
+    sys.path.insert(0, extension_dir)
+    candidate = problem_mod.load_module(workspace / "model_new.py", "model_new")
+    if not hasattr(candidate, "ModelNew"):
+        raise AttributeError("model_new.py defines no ModelNew class")
+    reference = problem_mod.build_model(problem, device, protocol.init_seed)
+    model_new = problem_mod.build_model(problem, device, protocol.init_seed, candidate.ModelNew)
+    expected = reference.state_dict()
+    got = model_new.state_dict()
+    if expected.keys() == got.keys() and all(expected[k].shape == got[k].shape for k in got):
+        model_new.load_state_dict(expected)
+    del reference
+    return model_new
+
+
+def load(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    state.device = message["device"]
+    protocol = Protocol.from_request(message["protocol"])
+    fill_free_memory_with_nan(state.device)
+    model_new = load_candidate(
+        Path(message["workspace"]), message["extension_dir"], state.device, protocol
+    )
+    state.extra.update(model_new=model_new, warm=False)
+    state.functions["candidate"] = lambda: _timed(protocol, model_new)
+    return {}
+
+
+def _timed(protocol: Protocol, model_new):
+    problem_mod.timing_precision(protocol)  # the same arithmetic its baselines race under
+    return model_new
+
+
+def _thread_count() -> int:
+    try:
+        return len(list(Path("/proc/self/task").iterdir()))
+    except OSError:
+        return threading.active_count()
+
+
+def trial(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    slot = state.slots[message["slot"]]
+    model_new = state.extra["model_new"]
+    if not state.extra["warm"]:
+        # One unobserved call first, so thread pools (OpenMP, torch) exist before threads are
+        # counted; its output is dropped.
+        with torch.no_grad():
+            model_new(*slot.inputs)
+        state.synchronize()
+        state.extra["warm"] = True
+    threads = _thread_count()
+    observer = ComputeOpObserver()
+    with torch.no_grad(), observer:
+        out = model_new(*slot.inputs)
+    state.synchronize()
+    violations = _trial_violations(message["trial"], observer, slot.inputs, out, threads)
+    try:
+        tensors = problem_mod.flatten(out)
+    except TypeError:
+        return {"violations": violations, "outputs": None, "copied": False}
+    copied = copy_outputs(slot, [t.detach() for t in tensors], "lent")
+    state.synchronize()
+    return {"violations": violations, "outputs": describe(tensors), "copied": copied}
+
+
+def _bad_type(out) -> bool:
+    try:
+        return any(type(t) is not torch.Tensor for t in problem_mod.flatten(out))
+    except TypeError:
+        return True
+
+
+def _aliases(out, inputs) -> bool:
+    try:
+        tensors = problem_mod.flatten(out)
+    except TypeError:
+        return False
+    pointers = {
+        x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor) and x.numel()
+    }
+    return any(t.numel() and t.untyped_storage().data_ptr() in pointers for t in tensors)
+
+
+def _trial_violations(trial, observer, inputs, out, threads_before) -> list[dict]:
+    found = []
+    if observer.ops:
+        ops = ", ".join(f"{name} x{count}" for name, count in sorted(observer.ops.items()))
+        found.append(Violation("torch_compute", f"trial {trial}: forward ran torch ops: {ops}"))
+    if _bad_type(out):
+        found.append(
+            Violation(
+                "output_type",
+                f"trial {trial}: forward must return plain "
+                f"torch.Tensor outputs, got {type(out).__name__}",
+            )
+        )
+    elif _aliases(out, inputs):
+        found.append(
+            Violation(
+                "output_aliases_input",
+                f"trial {trial}: an output shares memory with an input (return a new tensor)",
+            )
+        )
+    if _thread_count() > threads_before:
+        found.append(
+            Violation(
+                "async_work",
+                f"trial {trial}: forward left "
+                f"{_thread_count() - threads_before} new thread(s) running",
+            )
+        )
+    return [v.to_dict() for v in found]
+
+
+COMMANDS = {**COMMON, "load": load, "trial": trial}

@@ -1,0 +1,322 @@
+"""The judge: the trusted side of an evaluation. It never imports or runs user code. It draws the
+seeds, owns every buffer (gpu_workers.harness.shared_buffers), has the reference runner fill
+sets of inputs and reference outputs, lends the candidate runner copies of the inputs, compares
+what comes back on the device, and times batches of calls with its own clock.
+
+Sets live in numbered slots: slot 0 for correctness trials, 1..k for the rotating timing sets,
+and more for validation. A slot's buffers are reused while the set's shapes stay the same.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from gpu_workers.harness.protocol import Protocol
+from gpu_workers.harness.runner_process import RunnerProcess
+from gpu_workers.harness.shared_buffers import SharedBuffer, allocate, dtype_of
+from gpu_workers.harness.source_gate import Violation
+
+# Elements compared at a time: bounds the judge's scratch memory on multi-GB outputs.
+_COMPARE_CHUNK = 1 << 24
+TIMING_SLOTS = (1, 2, 3)
+
+
+def fresh_seeds(count: int) -> list[int]:
+    """Drawn when a trial starts; given only to the reference runner."""
+    return [secrets.randbelow(2**31 - 2) + 1 for _ in range(count)]
+
+
+@dataclass
+class LentSet:
+    """Buffers lent to one runner for one slot: inputs (None for plain values) and outputs."""
+
+    meta: tuple
+    values: list  # typed tensors over the buffers, or the plain values themselves
+    outputs: list[torch.Tensor]
+    buffers: list[SharedBuffer] = field(default_factory=list)
+    runner: RunnerProcess | None = None  # the process they are lent to
+
+    def free(self) -> None:
+        for buffer in self.buffers:
+            buffer.free()
+
+
+def _lend(runner: RunnerProcess, slot: int, inputs: list[dict], outputs: list[dict], device: str):
+    """Allocates buffers for `inputs` and `outputs` and maps them into the runner's slot."""
+    specs_in, specs_out, fds, buffers, values, outs = [], [], [], [], [], []
+    for spec in inputs:
+        if "value" in spec:
+            specs_in.append({"value": spec["value"]})
+            values.append(spec["value"])
+            continue
+        buffer, tensor, exported = _buffer(spec, device)
+        buffers.append(buffer)
+        values.append(tensor)
+        specs_in.append({**spec, "buffer": exported[0]})
+        fds += [exported[1]] if exported[1] is not None else []
+    for spec in outputs:
+        buffer, tensor, exported = _buffer(spec, device)
+        buffers.append(buffer)
+        outs.append(tensor)
+        specs_out.append({**spec, "buffer": exported[0]})
+        fds += [exported[1]] if exported[1] is not None else []
+    runner.call("bind", fds=fds, slot=slot, inputs=specs_in, outputs=specs_out)
+    return LentSet(_meta(inputs, outputs), values, outs, buffers, runner)
+
+
+def _buffer(spec: dict, device: str):
+    dtype = dtype_of(spec["dtype"])
+    shape = [int(n) for n in spec["shape"]]
+    count = math.prod(shape)
+    buffer = allocate(count * torch.empty((), dtype=dtype).element_size(), device)
+    return buffer, buffer.tensor(dtype, shape), buffer.export()
+
+
+def _meta(inputs: list[dict], outputs: list[dict]) -> tuple:
+    def key(spec):
+        return ("value",) if "value" in spec else (spec["dtype"], tuple(spec["shape"]))
+
+    return tuple(map(key, inputs)), tuple(map(key, outputs))
+
+
+class Judge:
+    """One evaluation's trusted state: the sets it made and the buffers it lent."""
+
+    def __init__(self, device: str, protocol: Protocol):
+        self.device = device
+        self.protocol = protocol
+        self.reference_sets: dict[int, LentSet] = {}
+        self.candidate_sets: dict[int, LentSet] = {}
+
+    # ---- sets ----
+    def make_set(self, reference: RunnerProcess, slot: int, seed: int) -> LentSet:
+        """The reference runner draws inputs for `seed` and computes the reference outputs into
+        this slot's buffers (lent anew when the shapes change)."""
+        reply = reference.call("make", slot=slot, seed=seed)
+        meta = _meta(reply["inputs"], reply["outputs"])
+        held = self.reference_sets.get(slot)
+        if held and held.meta == meta and held.runner is reference and reply["shared"]:
+            held.values = [
+                spec["value"] if "value" in spec else value
+                for spec, value in zip(reply["inputs"], held.values, strict=True)
+            ]
+            return held
+        if held:
+            held.free()
+        held = _lend(reference, slot, reply["inputs"], reply["outputs"], self.device)
+        self.reference_sets[slot] = held
+        reference.call("share", slot=slot)
+        return held
+
+    def lend_to_candidate(self, candidate: RunnerProcess, slot: int) -> LentSet:
+        """Copies of the slot's inputs, and output buffers poisoned with NaN, lent to the
+        candidate: it never sees the reference's buffers."""
+        reference = self.reference_sets[slot]
+        held = self.candidate_sets.get(slot)
+        if not held or held.meta != reference.meta or held.runner is not candidate:
+            if held:
+                held.free()
+            inputs = [_spec_of(v) for v in reference.values]
+            outputs = [_spec_of(t) for t in reference.outputs]
+            held = _lend(candidate, slot, inputs, outputs, self.device)
+            self.candidate_sets[slot] = held
+        with torch.no_grad():
+            for mine, theirs in zip(held.values, reference.values, strict=True):
+                if isinstance(mine, torch.Tensor):
+                    mine.copy_(theirs)
+            for out in held.outputs:
+                _poison(out)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return held
+
+    def lend_outputs(self, runner: RunnerProcess, slot: int, like: LentSet) -> LentSet:
+        """Output buffers shaped like another set's outputs, lent in a slot of their own."""
+        held = _lend(runner, slot, [], [_spec_of(t) for t in like.outputs], self.device)
+        self.reference_sets[slot] = held
+        return held
+
+    def free(self) -> None:
+        for held in (*self.reference_sets.values(), *self.candidate_sets.values()):
+            held.free()
+        self.reference_sets.clear()
+        self.candidate_sets.clear()
+
+
+def _spec_of(value) -> dict:
+    if isinstance(value, torch.Tensor):
+        return {"dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape)}
+    return {"value": value}
+
+
+def _poison(out: torch.Tensor) -> None:
+    if out.is_floating_point() or out.is_complex():
+        out.fill_(float("nan"))
+    elif out.dtype == torch.bool:
+        out.fill_(True)
+    else:
+        out.fill_(torch.iinfo(out.dtype).max)
+
+
+# ---- comparing ----
+
+
+def meta_mismatch(expected: list[torch.Tensor], got: list[dict] | None, label: str):
+    """A violation when the candidate's outputs differ in number, dtype or shape."""
+    if got is None:
+        return Violation("output_type", f"{label}: forward must return tensors")
+    if len(got) != len(expected):
+        return Violation("mismatch", f"{label}: {len(got)} outputs, expected {len(expected)}")
+    for i, (ref, spec) in enumerate(zip(expected, got, strict=True)):
+        want = (str(ref.dtype).removeprefix("torch."), list(ref.shape))
+        if (spec["dtype"], list(spec["shape"])) != want:
+            return Violation(
+                "mismatch",
+                f"{label} output {i}: got {tuple(spec['shape'])} {spec['dtype']}, "
+                f"expected {tuple(ref.shape)} {want[0]}",
+            )
+    return None
+
+
+def check_outputs(judge: Judge, expected: LentSet, lent: LentSet, reply: dict, label: str):
+    """A candidate call's outputs, in the buffers lent to it, against the reference's."""
+    inf = float("inf")
+    wrong = meta_mismatch(expected.outputs, reply.get("outputs"), label)
+    if wrong:
+        return [wrong], inf, inf
+    if not reply.get("copied"):
+        return [Violation("mismatch", f"{label}: the outputs never arrived")], inf, inf
+    return compare(expected.outputs, lent.outputs, judge.protocol, label)
+
+
+def compare(
+    reference: list[torch.Tensor], candidate: list[torch.Tensor], protocol: Protocol, label: str
+) -> tuple[list[Violation], float, float]:
+    """Violations, max abs error and relative error ‖out−ref‖/‖ref‖, computed in chunks on the
+    device the tensors live on."""
+    found, max_abs, max_rel = [], 0.0, 0.0
+    for i, (ref, out) in enumerate(zip(reference, candidate, strict=True)):
+        name = f"{label} output {i}"
+        stats = _chunked_stats(ref.reshape(-1), out.reshape(-1), protocol)
+        abs_err, nan_bad, bad = stats["max_abs"], stats["nan_bad"], stats["bad"]
+        rel_err = math.sqrt(stats["sq_diff"]) / max(math.sqrt(stats["sq_ref"]), 1e-30)
+        max_abs, max_rel = max(max_abs, abs_err), max(max_rel, rel_err)
+        if nan_bad:
+            found.append(
+                Violation(
+                    "nan_output",
+                    f"{name}: NaN where the reference has a number "
+                    "(an output element never written?)",
+                )
+            )
+        if bad:
+            found.append(
+                Violation(
+                    "mismatch",
+                    f"{name}: {bad} of {ref.numel()} elements outside "
+                    f"atol={protocol.atol} rtol={protocol.rtol} "
+                    f"(max abs err {abs_err:.3g}, rel err {rel_err:.3g})",
+                )
+            )
+    return found, max_abs, max_rel
+
+
+def _chunked_stats(ref: torch.Tensor, out: torch.Tensor, protocol: Protocol) -> dict:
+    stats = {"max_abs": 0.0, "nan_bad": 0, "bad": 0, "sq_diff": 0.0, "sq_ref": 0.0}
+    if torch.equal(ref, out) and not (ref.is_floating_point() and bool(ref.isnan().any())):
+        return stats  # bit-exact: nothing to measure (most integer and many pointwise outputs)
+    with torch.no_grad():
+        for start in range(0, ref.numel(), _COMPARE_CHUNK):
+            r = ref[start : start + _COMPARE_CHUNK].double()
+            o = out[start : start + _COMPARE_CHUNK].double()
+            delta = (o - r).nan_to_num(nan=float("inf"))
+            both_nan = o.isnan() & r.isnan()
+            delta = delta.masked_fill(both_nan, 0.0)
+            stats["nan_bad"] += int((o.isnan() & ~r.isnan()).sum())
+            stats["max_abs"] = max(stats["max_abs"], float(delta.abs().max()))
+            stats["sq_diff"] += float((delta * delta).sum())
+            stats["sq_ref"] += float((r.nan_to_num(0.0) ** 2).sum())
+            close = torch.isclose(o, r, atol=protocol.atol, rtol=protocol.rtol, equal_nan=True)
+            stats["bad"] += int((~close).sum())
+    return stats
+
+
+def inputs_changed(lent: LentSet, reference: LentSet) -> list[int]:
+    """Which inputs the candidate modified (threat 3), against the reference runner's copies."""
+    return [
+        i
+        for i, (mine, theirs) in enumerate(zip(lent.values, reference.values, strict=True))
+        if isinstance(mine, torch.Tensor) and not torch.equal(mine, theirs)
+    ]
+
+
+# ---- timing ----
+
+
+@dataclass
+class Batches:
+    """What one participant's timed batches gave: each call's claimed time, and the judge's
+    own wall time around each batch."""
+
+    times_ms: list[float] = field(default_factory=list)
+    walls_ms: list[float] = field(default_factory=list)
+    overheads_ms: list[float] = field(default_factory=list)  # wall minus the claimed times
+
+    def add(self, times: list[float], wall_ms: float) -> None:
+        self.times_ms += times
+        self.walls_ms.append(wall_ms)
+        self.overheads_ms.append(wall_ms - sum(times))
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.times_ms)
+
+    @property
+    def spread(self) -> float:
+        if len(self.times_ms) < 4:
+            return float("inf")
+        q = statistics.quantiles(self.times_ms, n=4)
+        return (q[2] - q[0]) / self.median_ms if self.median_ms > 0 else float("inf")
+
+    def summary(self) -> dict:
+        return {
+            "median_ms": self.median_ms,
+            "min_ms": self.min_ms,
+            "spread": self.spread,
+            "samples": len(self.times_ms),
+        }
+
+
+def timed_batch(runner: RunnerProcess, fn: str, slots, into: str, timeout_s: float):
+    """One batch on the runner, observed from here: (claimed times, judge wall ms, outputs)."""
+    started = time.perf_counter()
+    reply = runner.call("time", fn=fn, slots=list(slots), into=into, timeout_s=timeout_s)
+    wall_ms = (time.perf_counter() - started) * 1e3
+    times = [float(t) for t in reply["times_ms"]]
+    if len(times) != len(slots) or not all(math.isfinite(t) and t >= 0 for t in times):
+        times = [float("inf")] * len(slots)  # a nonsense claim is no time at all
+    return times, wall_ms, reply["outputs"]
+
+
+def unexplained_ms(candidate: Batches, calibration: Batches) -> tuple[float, float]:
+    """How much longer the judge saw the candidate's batches take than its claimed times
+    explain, beyond what the same batch costs a process whose times are believed (the
+    reference runner's: flushes, copies, the round trip); and the noise of that cost."""
+    base = statistics.median(calibration.overheads_ms)
+    quartiles = (
+        statistics.quantiles(calibration.overheads_ms, n=4)
+        if len(calibration.overheads_ms) >= 4
+        else [base, base, base]
+    )
+    noise = (quartiles[2] - quartiles[0]) + 0.1 * abs(base) + 0.05
+    return statistics.median(candidate.overheads_ms) - base, noise

@@ -1,0 +1,148 @@
+"""The judge's handle on one runner: a sandboxed `gpu_workers.harness.runner` process and the
+socket to it. Whatever the process does (raises, exits, hangs, answers nonsense) becomes a
+RunnerFailed (its code raised) or a RunnerDied (it is gone), never a crash of the judge."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import tempfile
+from pathlib import Path
+
+from gpu_workers.harness import sandbox
+from gpu_workers.harness.channel import NO_ANSWER, Channel, RunnerGone
+
+# cpu: fresh allocations hold a garbage pattern, the host's stand-in for NaN-filling free GPU
+# memory (threat 2). One thread per runner: a parallel region waits for its slowest thread, so
+# on a shared host every neighbour's burst showed up in the times (drift of 2-3x on 2 cores);
+# eager, torch.compile and the candidate all race single-threaded.
+_CPU_ENV = {"MALLOC_PERTURB_": "128", "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+
+
+class RunnerError(Exception):
+    def __init__(self, role: str, message: str):
+        super().__init__(message)
+        self.role = role
+
+
+class RunnerFailed(RunnerError):
+    """The runner's user code raised; the message says where."""
+
+
+class RunnerDied(RunnerError):
+    """The runner's process ended, broke the protocol or stopped answering."""
+
+
+class RunnerProcess:
+    def __init__(self, role: str, device: str, view: sandbox.View, cwd: Path, timeout_s: float):
+        self.role = role
+        self.timeout_s = timeout_s
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._log = tempfile.TemporaryFile()
+        try:
+            self.proc = sandbox.start(
+                sandbox.python_argv("gpu_workers.harness.runner", role, str(child.fileno())),
+                cwd=cwd,
+                device=device,
+                view=view,
+                # a runner lives for many calls: the judge's per-call timeout is the hang guard
+                limits=sandbox.Limits(timeout_s=timeout_s, cpu_seconds=3600),
+                env=_CPU_ENV if device == "cpu" else None,
+                pass_fds=(child.fileno(),),
+                stdout=self._log,
+                stderr=self._log,
+            )
+        finally:
+            child.close()
+        self.channel = Channel(parent)
+
+    def call(self, command: str, fds: list[int] | tuple[int, ...] = (), timeout_s=None, **fields):
+        try:
+            self.channel.send({"command": command, **fields}, fds)
+            reply, received = self.channel.receive(timeout_s or self.timeout_s)
+        except RunnerGone as gone:
+            raise RunnerDied(self.role, self._why(str(gone))) from None
+        for fd in received:  # a runner is never trusted with handing the judge memory
+            _close(fd)
+        if "error" in reply:
+            raise RunnerFailed(self.role, "raised " + str(reply["error"])[:600])
+        return reply
+
+    def _why(self, what: str) -> str:
+        try:
+            code = self.proc.wait(timeout=2)
+        except Exception:  # noqa: BLE001 - still running: it hung or broke the protocol
+            sandbox.stop(self.proc)
+            if what == NO_ANSWER:
+                return (
+                    f"the {self.role} process timed out after {self.timeout_s:.0f} s "
+                    "(a hang or an infinite loop?)"
+                )
+            return f"the {self.role} process broke the protocol ({what})"
+        if code < 0:
+            return f"the {self.role} process was killed by {signal.Signals(-code).name}"
+        tail = self.output_tail()
+        return f"the {self.role} process exited with status {code}" + (f": {tail}" if tail else "")
+
+    def output_tail(self, limit: int = 600) -> str:
+        self._log.seek(0)
+        text = self._log.read().decode("utf-8", "replace").strip()
+        return sandbox.last_line(text)[:limit] if text else ""
+
+    def close(self) -> None:
+        try:
+            self.channel.send({"command": "quit"})
+        except RunnerGone:
+            pass
+        self.channel.close()
+        sandbox.stop(self.proc)
+        self._log.close()
+
+    def __enter__(self) -> RunnerProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _close(fd: int) -> None:
+    import os
+
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def start_reference(problem_path: Path, device: str, protocol, timeout_s: float = 600):
+    """A reference runner with the problem loaded. It sees the problem's own folder and nothing
+    of any candidate's: give it a folder holding model.py alone."""
+    folder = problem_path.parent
+    runner = RunnerProcess("reference", device, sandbox.View(readable=(folder,)), folder, timeout_s)
+    try:
+        runner.call(
+            "load", problem=str(problem_path), device=device, protocol=protocol.to_request()
+        )
+    except RunnerError:
+        runner.close()
+        raise
+    return runner
+
+
+def start_candidate(workspace: Path, extension_dir: str, device: str, protocol, timeout_s: float):
+    """A fresh candidate runner with ModelNew loaded: it sees the workspace and its extension."""
+    view = sandbox.View(readable=(workspace, Path(extension_dir)))
+    runner = RunnerProcess("candidate", device, view, workspace, timeout_s)
+    try:
+        runner.call(
+            "load",
+            workspace=str(workspace),
+            extension_dir=extension_dir,
+            device=device,
+            # the candidate gets the arithmetic rules, never a seed
+            protocol={**protocol.to_request(), "secret_seeds": [], "public_seeds": []},
+        )
+    except RunnerError:
+        runner.close()
+        raise
+    return runner

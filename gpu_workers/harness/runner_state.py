@@ -1,0 +1,140 @@
+"""What a runner holds between the judge's commands, and the commands both roles answer: map
+lent buffers into a slot (`bind`), give them back (`release`), and run a timed batch (`time`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from gpu_workers.harness import timing
+from gpu_workers.harness.problem import flatten
+from gpu_workers.harness.shared_buffers import LentBuffer, dtype_name, dtype_of, open_lent
+
+
+@dataclass
+class Slot:
+    """One input set and the buffers its outputs go to."""
+
+    inputs: list = field(default_factory=list)  # lent tensors, or plain values
+    outputs: list[torch.Tensor] = field(default_factory=list)  # lent, typed
+    lent: list[LentBuffer] = field(default_factory=list)
+    sink: list[torch.Tensor] = field(default_factory=list)  # private, for untrusted-free copies
+
+
+@dataclass
+class RunnerState:
+    role: str
+    device: str = "cpu"
+    slots: dict[int, Slot] = field(default_factory=dict)
+    functions: dict[str, Callable[[], Callable]] = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def synchronize(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+
+def describe(tensors: list[torch.Tensor]) -> list[dict]:
+    return [{"dtype": dtype_name(t.dtype), "shape": list(t.shape)} for t in tensors]
+
+
+def describe_inputs(inputs: list) -> list[dict]:
+    described = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            described.append({"dtype": dtype_name(x.dtype), "shape": list(x.shape)})
+        elif x is None or isinstance(x, bool | int | float | str):
+            described.append({"value": x})
+        else:
+            raise TypeError(
+                f"get_inputs() returned a {type(x).__name__}: inputs must be tensors or plain "
+                "numbers"
+            )
+    return described
+
+
+def bind(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    old = state.slots.pop(message["slot"], None)
+    if old:
+        _close(old)
+    slot = Slot()
+    fd_iter = iter(fds)
+    for spec in message["inputs"]:
+        if "buffer" in spec:
+            lent = open_lent(spec["buffer"], next(fd_iter, None), state.device)
+            slot.lent.append(lent)
+            slot.inputs.append(lent.tensor(dtype_of(spec["dtype"]), spec["shape"]))
+        else:
+            slot.inputs.append(spec["value"])
+    for spec in message["outputs"]:
+        lent = open_lent(spec["buffer"], next(fd_iter, None), state.device)
+        slot.lent.append(lent)
+        slot.outputs.append(lent.tensor(dtype_of(spec["dtype"]), spec["shape"]))
+    state.slots[message["slot"]] = slot
+    return {}
+
+
+def release(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    for slot in state.slots.values():
+        _close(slot)
+    state.slots.clear()
+    return {}
+
+
+def _close(slot: Slot) -> None:
+    slot.inputs, slot.outputs, slot.sink = [], [], []
+    for lent in slot.lent:
+        lent.close()
+
+
+def copy_outputs(slot: Slot, tensors: list[torch.Tensor], into: str) -> bool:
+    """Copies a call's outputs into the slot's lent buffers ("lent") or private ones ("sink");
+    False (nothing copied) when they do not match the buffers in number, dtype and shape."""
+    if into == "sink":
+        if len(slot.sink) != len(tensors) or any(
+            s.shape != t.shape or s.dtype != t.dtype
+            for s, t in zip(slot.sink, tensors, strict=True)
+        ):
+            slot.sink = [
+                torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors
+            ]
+        targets = slot.sink
+    else:
+        targets = slot.outputs
+    if len(targets) != len(tensors) or any(
+        o.shape != t.shape or o.dtype != t.dtype for o, t in zip(targets, tensors, strict=True)
+    ):
+        return False
+    with torch.no_grad():
+        for target, tensor in zip(targets, tensors, strict=True):
+            target.copy_(tensor)
+    return True
+
+
+def time_batch(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    """One call per slot, each after a cache flush and between events; outputs are copied to
+    their buffers after the device is synchronised, outside the timed calls."""
+    fn = state.functions[message["fn"]]()
+    slots = [state.slots[k] for k in message["slots"]]
+    into = message.get("into", "lent")
+    with torch.no_grad():
+        times, outs = timing.time_batch(fn, [s.inputs for s in slots], state.device)
+        if into == "none":  # baselines: outputs unused (CUDA-graph ones are overwritten anyway)
+            return {"times_ms": times, "outputs": [None] * len(slots)}
+        described = []
+        for slot, out in zip(slots, outs, strict=True):
+            try:
+                tensors = flatten(out)
+            except TypeError:
+                described.append(None)
+                continue
+            copy_outputs(slot, tensors, into)
+            described.append(describe(tensors))
+        del outs
+    state.synchronize()
+    return {"times_ms": times, "outputs": described}
+
+
+COMMON: dict[str, Callable] = {"bind": bind, "release": release, "time": time_batch}

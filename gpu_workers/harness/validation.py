@@ -1,0 +1,132 @@
+"""Validating a problem: can it be optimised, and if not, why not (threat 8, degenerate problems).
+
+The judge's side: a sandboxed reference runner computes the problem on seeds drawn here, into
+buffers lent to it; the checks (runs, deterministic, depends on its inputs, not constant, runs
+under torch.compile with the same result) are decided here, then eager and torch.compile are
+timed and the work is counted, as for any baseline.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from gpu_workers.harness import judge as judge_mod
+from gpu_workers.harness import profile, runner_process
+from gpu_workers.harness.judge import Judge
+from gpu_workers.harness.problem import describe
+from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256
+from gpu_workers.harness.protocol import Protocol
+from gpu_workers.harness.runner_process import RunnerError
+
+_FIRST, _OTHER, _COMPILED = 4, 5, 6  # slots beside the trial and timing ones
+
+
+@dataclass
+class ProblemReport:
+    ok: bool
+    sha256: str
+    reasons: list[str] = field(default_factory=list)
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    flops: int | None = None
+    bytes_moved: int | None = None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 600) -> ProblemReport:
+    """Runs the problem in the sandbox and says whether it can be optimised, and why not."""
+    sha = source_sha256(source)
+    try:
+        check_source(source)
+    except ProblemError as exc:
+        return ProblemReport(ok=False, sha256=sha, reasons=[str(exc)])
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
+        problem_path = Path(tmp) / "model.py"
+        problem_path.write_text(source)
+        try:
+            with runner_process.start_reference(problem_path, device, protocol, timeout_s) as ref:
+                judge = Judge(device, protocol)
+                try:
+                    found = _judge(judge, ref)
+                finally:
+                    judge.free()
+        except RunnerError as exc:
+            found = {"ok": False, "reasons": [str(exc)]}
+    return ProblemReport(sha256=sha, seconds=time.monotonic() - started, **found)
+
+
+def _judge(judge: Judge, reference) -> dict:
+    seed_a, seed_b = judge_mod.fresh_seeds(2)
+    first_set = judge.make_set(reference, _FIRST, seed_a)
+    first = [t.clone() for t in first_set.outputs]
+    report = {"inputs": describe(first_set.values), "outputs": describe(first)}
+    again = judge.make_set(reference, _FIRST, seed_a).outputs
+    other = judge.make_set(reference, _OTHER, seed_b).outputs
+    reasons = degeneracy_reasons(first, again, other, judge.protocol)
+    if reasons:
+        return {"ok": False, "reasons": reasons, **report}
+    reason = _compiled_differs(judge, reference, first)
+    if reason:
+        return {"ok": False, "reasons": [reason], **report}
+    counts = reference.call("counts", slot=_FIRST)
+    times = profile.time_baselines(judge, reference, modes=("default",))
+    return {
+        "ok": True,
+        "eager_ms": times["eager_ms"],
+        "compile_ms": times["compile_ms"],
+        "flops": counts["flops"],
+        "bytes_moved": counts["bytes_moved"],
+        **report,
+    }
+
+
+def _compiled_differs(judge: Judge, reference, expected) -> str | None:
+    """torch.compile's outputs on the first set, in buffers of their own, against eager's."""
+    first = judge.reference_sets[_FIRST]
+    held = judge.lend_outputs(reference, _COMPILED, first)
+    reply = reference.call("compiled", slot=_FIRST, into=_COMPILED)
+    if "compile_error" in reply:
+        return f"does not run under torch.compile: {reply['compile_error']}"
+    if not reply["copied"] or not close(
+        held.outputs, expected, judge.protocol.atol, judge.protocol.rtol
+    ):
+        return "torch.compile gives a different result from eager beyond the tolerance"
+    return None
+
+
+def close(a: list[torch.Tensor], b: list[torch.Tensor], atol: float, rtol: float) -> bool:
+    return len(a) == len(b) and all(
+        x.shape == y.shape
+        and torch.allclose(x.float(), y.float(), atol=atol, rtol=rtol, equal_nan=True)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def degeneracy_reasons(first, again, other, protocol: Protocol) -> list[str]:
+    """Threat 8: a problem whose output a constant kernel could match is rejected."""
+    if not first:
+        return ["forward returned no tensors"]
+    if not all(torch.isfinite(t).all() for t in first if t.is_floating_point()):
+        return ["forward produces NaN or inf on random inputs"]
+    if not close(first, again, atol=1e-6, rtol=1e-5):
+        return ["not deterministic: two runs on the same inputs differ (random ops in forward?)"]
+    if close(first, other, protocol.atol, protocol.rtol):
+        return ["output does not depend on the inputs: two input seeds give the same output"]
+    flat = [t for t in first if t.numel() > 1 and t.is_floating_point()]
+    if flat and all(
+        close([t], [torch.full_like(t, t.float().mean())], protocol.atol, protocol.rtol)
+        for t in flat
+    ):
+        return ["output is (nearly) constant: a kernel returning a constant would pass"]
+    return []
