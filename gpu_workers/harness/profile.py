@@ -89,7 +89,14 @@ def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path
 def measure_baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
     """Measures the baselines now, in the sandbox, whatever is cached."""
     request = {"problem": str(problem_path), "device": device, "protocol": protocol.to_request()}
-    result, failure = sandbox.run_step("baselines", request, workdir, device, timeout_s=1800)
+    result, failure = sandbox.run_step(
+        "baselines",
+        request,
+        workdir,
+        device,
+        timeout_s=1800,
+        view=sandbox.View(readable=(problem_path,)),
+    )
     if failure:
         raise problem_mod.ProblemError(f"measuring baselines failed: {failure}")
     result["environment"] = environment.describe(device, settings.gpu_index())

@@ -138,7 +138,7 @@ class Session:
             "profile": profiled,
             "environment": environment.describe(self.device, settings.gpu_index()),
             "protocol": self.protocol.to_dict(),
-            "sandbox": {"network_isolated": sandbox.network_isolation_available()},
+            "sandbox": sandbox.confinement(),
         }
 
     def close(self) -> None:

@@ -144,7 +144,12 @@ def run(
             "out_dir": str(out_dir),
         }
         result, failure = sandbox.run_step(
-            "candidate", request, out_dir, device, timeout_s=protocol.step_timeout_s
+            "candidate",
+            request,
+            out_dir,
+            device,
+            timeout_s=protocol.step_timeout_s,
+            view=sandbox.View(readable=(ws.root, Path(extension_dir))),
         )
         if failure:
             return VerifyResult(ok=False, error=failure), None
@@ -203,7 +208,14 @@ def ensure_reference(problem_path: Path, device, protocol: Protocol, seeds, work
             "seeds": missing,
             "out_dir": str(out_dir),
         }
-        _, failure = sandbox.run_step("reference", request, out_dir, device, timeout_s=600)
+        _, failure = sandbox.run_step(
+            "reference",
+            request,
+            out_dir,
+            device,
+            timeout_s=600,
+            view=sandbox.View(readable=(problem_path,)),
+        )
         if failure:
             raise problem_mod.ProblemError(f"the reference failed: {failure}")
     return out_dir
