@@ -317,6 +317,40 @@ def test_pass_fds_delivers_a_socketpair_end(tmp_path):
     parent_end.close()
 
 
+def test_shared_memory_travels_as_a_file_descriptor_over_the_socketpair(tmp_path):
+    """How cpu tensors can cross: /dev/shm is private, so memory goes by fd (SCM_RIGHTS)."""
+    import mmap
+
+    parent_end, child_end = socket.socketpair(socket.AF_UNIX)
+    code = f"""
+    import mmap, socket
+    end = socket.socket(fileno={child_end.fileno()})
+    _, fds, _, _ = socket.recv_fds(end, 16, 1)
+    with mmap.mmap(fds[0], 4096) as shared:
+        shared[:5] = b"kernl"
+    end.sendall(b"done")
+    """
+    (tmp_path / "child.py").write_text(textwrap.dedent(code))
+    proc = sandbox.start(
+        [sys.executable, str(tmp_path / "child.py")],
+        cwd=tmp_path,
+        device="cpu",
+        view=sandbox.View(readable=(tmp_path,)),
+        pass_fds=(child_end.fileno(),),
+    )
+    child_end.close()
+    memory = os.memfd_create("inputs")
+    os.ftruncate(memory, 4096)
+    socket.send_fds(parent_end, [b"x"], [memory])
+    parent_end.settimeout(30)
+    assert parent_end.recv(16) == b"done"
+    with mmap.mmap(memory, 4096) as shared:
+        assert shared[:5] == b"kernl"
+    sandbox.stop(proc)
+    os.close(memory)
+    parent_end.close()
+
+
 # ---- what it can fill --------------------------------------------------------------------------
 
 
