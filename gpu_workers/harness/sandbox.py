@@ -17,6 +17,7 @@ import glob
 import json
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -222,9 +223,12 @@ def _check_view(view: View) -> None:
             raise ValueError(f"a sandbox View may not show {path}: it holds the repository")
 
 
-def _bwrap_argv(argv: list[str], cwd: Path, view: View, limits: Limits, harness: bool) -> list:
+def _bwrap_argv(
+    argv: list[str], cwd: Path, view: View, limits: Limits, harness: bool, info_fd: int
+) -> list:
     bwrap = _bwrap()
-    args = [bwrap.path, *bwrap.flags]
+    # info-fd: bwrap writes the host pid of the sandbox's init there, which `stop` waits for.
+    args = [bwrap.path, "--info-fd", str(info_fd), *bwrap.flags]
     shown: list[Path] = []
     for name in _SYSTEM_DIRS:
         if os.path.islink(name) and os.path.dirname(name) == "/":
@@ -312,17 +316,32 @@ def start(
     """A confined long-lived process in a new session; the caller waits for it and ends it with
     `stop` (limits.timeout_s is not applied here). `view` is all it sees besides the software and,
     with `harness`, the gpu_workers package. It dies with the thread that started it (bwrap's
-    --die-with-parent), so start it from a thread that outlives it. Confined, a child killed by
-    signal N exits with status 128 + N."""
+    --die-with-parent), so start it from a thread that outlives it. Always end it with `stop`,
+    which also closes its pidfd. Confined, a child killed by signal N exits with status 128 + N."""
     limits = limits or Limits()
     cwd = Path(cwd)
-    if confinement()["confined"]:
-        _check_view(view)
-        full_argv = _bwrap_argv(list(argv), cwd, view, limits, harness)
-    else:
-        full_argv = [*_network_prefix(), *argv]
+    if not confinement()["confined"]:
+        return _popen(
+            [*_network_prefix(), *argv], cwd, device, limits, env, pass_fds, stdout, stderr
+        )
+    _check_view(view)
+    info_read, info_write = os.pipe()
+    try:
+        full_argv = _bwrap_argv(list(argv), cwd, view, limits, harness, info_write)
+        proc = _popen(full_argv, cwd, device, limits, env, (*pass_fds, info_write), stdout, stderr)
+        os.close(info_write)
+        info_write = -1
+        proc.sandbox_init = _sandbox_init(info_read)
+    finally:
+        os.close(info_read)
+        if info_write != -1:
+            os.close(info_write)
+    return proc
+
+
+def _popen(argv, cwd, device, limits, env, pass_fds, stdout, stderr) -> subprocess.Popen:
     return subprocess.Popen(
-        full_argv,
+        argv,
         cwd=cwd,
         env=child_env(device, env),
         stdin=subprocess.DEVNULL,
@@ -334,14 +353,38 @@ def start(
     )
 
 
-def stop(proc: subprocess.Popen) -> int:
-    """Kills a started process and everything it started; returns its exit status."""
-    # bwrap's own group: when bwrap dies, its pid namespace dies with it.
+def _sandbox_init(info_read: int) -> int | None:
+    """A pidfd of the sandbox's init (pid 1 of its namespace), or None if bwrap failed first.
+    bwrap writes its JSON and closes the pipe before the command starts."""
+    data = b""
+    while chunk := os.read(info_read, 4096):
+        data += chunk
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        return os.pidfd_open(json.loads(data)["child-pid"])
+    except (ValueError, KeyError, OSError):
+        return None
+
+
+def stop(proc: subprocess.Popen) -> int:
+    """Kills a started process and everything it started, and returns once they are gone;
+    returns its exit status."""
+    init = getattr(proc, "sandbox_init", None)
+    if init is not None:
+        # Killing a pid namespace's init kills every process in it; its exit comes last.
+        try:
+            signal.pidfd_send_signal(init, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # bwrap's group, or the unconfined child's
     except (ProcessLookupError, PermissionError):
         pass
-    return proc.wait()
+    status = proc.wait()
+    if init is not None:
+        select.select([init], [], [], 30)  # readable once the init has exited
+        os.close(init)
+        proc.sandbox_init = None
+    return status
 
 
 def run(
