@@ -2,7 +2,9 @@
 
 Objects are cached by content (source, every workspace header, flags, toolchain), so an unchanged
 workspace never rebuilds, a change to one .cu recompiles that file alone, and candidates that share
-a binding file share its object. The compiler runs in the sandbox: sources are untrusted.
+a binding file share its object. The compiler runs in the sandbox, since sources are untrusted:
+it sees the toolchain, the workspace and the cached objects it links, so an #include of any other
+file (the harness, the cache, another run) fails.
 """
 
 from __future__ import annotations
@@ -180,27 +182,33 @@ def build(ws: Workspace, device: str) -> CompileResult:
 
 
 def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path) -> str | None:
-    """Compiles the missing objects and links; returns the compiler's log on failure."""
+    """Compiles the missing objects and links; returns the compiler's log on failure. The
+    compiler sees the workspace and the cached objects it links, read-only, and writes only a
+    private build folder outside the cache; this process publishes what it made."""
     object_dir = settings.cache_dir() / "objects"
     object_dir.mkdir(exist_ok=True)
-    build_dir = Path(tempfile.mkdtemp(prefix="build-", dir=settings.cache_dir()))
+    cached = {key: object_dir / f"{key}.o" for key in set(objects.values())}
+    cached = {key: path for key, path in cached.items() if path.is_file()}
+    build_dir = Path(tempfile.mkdtemp(prefix="kernelarena-build-"))
     try:
         (build_dir / "build.ninja").write_text(
-            _ninja_file(ws.root, chain, objects, object_dir, build_dir)
+            _ninja_file(ws.root, chain, objects, cached, build_dir)
         )
         result = sandbox.run(
             ["ninja", "-C", str(build_dir), f"-j{os.cpu_count() or 1}"],
             cwd=ws.root,
             device=device,
+            view=sandbox.View(readable=(ws.root, *cached.values()), writable=(build_dir,)),
             limits=sandbox.Limits(timeout_s=600, output_bytes=64_000),
+            harness=False,  # an #include of a harness file must fail like any other outside one
         )
         if not result.ok:
             return result.stdout + result.stderr + (result.failure() or "")
         for fresh in build_dir.glob("obj/*.o"):
-            os.replace(fresh, object_dir / fresh.name)
+            _publish(fresh, object_dir / fresh.name)
         ext_dir.parent.mkdir(exist_ok=True)
         staged = Path(tempfile.mkdtemp(prefix="ext-", dir=ext_dir.parent))
-        os.replace(build_dir / LIBRARY_FILE, staged / LIBRARY_FILE)
+        _publish(build_dir / LIBRARY_FILE, staged / LIBRARY_FILE)
         try:
             os.rename(staged, ext_dir)
         except OSError:  # another process published the same extension first
@@ -210,8 +218,20 @@ def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path)
         shutil.rmtree(build_dir, ignore_errors=True)
 
 
+def _publish(source: Path, target: Path) -> None:
+    """Copies into the cache's file system, then renames: readers never see half a file."""
+    fd, partial = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent)
+    os.close(fd)
+    shutil.copyfile(source, partial)
+    os.replace(partial, target)
+
+
 def _ninja_file(
-    root: Path, chain: Toolchain, objects: dict[Path, str], object_dir: Path, build_dir: Path
+    root: Path,
+    chain: Toolchain,
+    objects: dict[Path, str],
+    cached: dict[str, Path],
+    build_dir: Path,
 ) -> str:
     q = _ninja_quote
     lines = [
@@ -236,9 +256,8 @@ def _ninja_file(
         ]
     inputs = []
     for src, key in objects.items():
-        cached = object_dir / f"{key}.o"
-        if cached.is_file():
-            inputs.append(str(cached))
+        if key in cached:
+            inputs.append(str(cached[key]))
             continue
         rule = "nvcc" if src.suffix == ".cu" else "cxx"
         out = build_dir / "obj" / f"{key}.o"

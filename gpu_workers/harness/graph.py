@@ -66,7 +66,10 @@ def capture(
             "device": device,
             "protocol": protocol.to_request(),
         }
-        result, failure = sandbox.run_step("graph", request, Path(directory), device, timeout_s)
+        # The child sees only its folder, which holds the problem.
+        result, failure = sandbox.run_step(
+            "graph", request, Path(directory), device, timeout_s, view=sandbox.View()
+        )
     if failure:
         return empty_graph(device, [failure])
     return result

@@ -40,7 +40,9 @@ def peaks(device: str) -> Peaks:
     if not path.is_file():
         path.parent.mkdir(exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
-            result, failure = sandbox.run_step("peaks", {"device": device}, Path(tmp), device, 600)
+            result, failure = sandbox.run_step(
+                "peaks", {"device": device}, Path(tmp), device, 600, view=sandbox.View()
+            )
         if failure:
             raise RuntimeError(f"measuring peaks failed: {failure}")
         path.write_text(json.dumps(result))

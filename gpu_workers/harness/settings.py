@@ -9,6 +9,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SKILLS_DIR = REPO_ROOT / "skills"
 EXTENSION_NAME = "kernel_ext"
 TARGETS = ("cuda", "cpu")
+SANDBOX_MODES = ("bwrap", "unconfined")
 
 
 def cache_dir() -> Path:
@@ -21,6 +22,16 @@ def cache_dir() -> Path:
 def gpu_index() -> str:
     """The GPU this worker owns; the sandbox pins children to it with CUDA_VISIBLE_DEVICES."""
     return os.environ.get("KERNELARENA_GPU", os.environ.get("CUDA_VISIBLE_DEVICES", "0")) or "0"
+
+
+def sandbox_mode() -> str:
+    """`bwrap` (the default) confines every step; `unconfined` is for development only, and every
+    verdict made so says so."""
+    mode = os.environ.get("KERNELARENA_SANDBOX", "bwrap").strip() or "bwrap"
+    if mode not in SANDBOX_MODES:
+        choices = ", ".join(SANDBOX_MODES)
+        raise ValueError(f"KERNELARENA_SANDBOX={mode!r} is not a sandbox mode: use {choices}")
+    return mode
 
 
 def default_device() -> str:

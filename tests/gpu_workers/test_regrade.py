@@ -26,8 +26,8 @@ def no_queue(monkeypatch):
 
 
 def public_first_values(source: str, tmp_path) -> list[float]:
-    """x[0] of every input set the agent's own checks draw: the public trial seeds and the
-    timing seeds. The cheat below recognises exactly these inputs."""
+    """x[0] of the input sets of the protocol's listed seeds (trials and timing): what a
+    kernel fitted to a fixed-seed harness would memorise. The cheat below recognises them."""
     path = tmp_path / "model.py"
     path.write_text(source)
     module = harness_problem.load_module(path, "regrade_probe")
@@ -90,20 +90,23 @@ def test_a_clean_candidate_is_ranked_with_its_new_timing(alice):
     assert grade.worker == "test-worker" and grade.graded is not None
 
 
-def test_a_kernel_fitted_to_the_public_inputs_passes_them_and_is_caught(alice, tmp_path):
+def test_a_kernel_fitted_to_the_listed_seeds_fails_every_verify(alice, tmp_path):
+    """The judge draws every trial's seed when the trial starts, so a kernel that memorised
+    the inputs of the protocol's listed seeds fails the agent's own verify, not only the
+    re-grade (before the judge, it passed the agent's checks and only the re-grade caught it)."""
     source = problem_source("relu_scale")
     cheat = memorising_cheat(public_first_values(source, tmp_path))
     with Session(source, device="cpu", protocol=LOOSE) as session:  # what the agent saw
         for path, text in cheat.items():
             session.write_file(path, text)
         public = session.evaluate()
-    assert public["verify"]["ok"] and public["profile"]["ok"], public
+    assert not public["verify"]["ok"], public
+    assert {v["code"] for v in public["verify"]["violations"]} == {"mismatch"}
 
     grade = graded(finished_run(alice, source, cheat))
     assert grade.status == GradeStatus.UNDER_REVIEW
     assert "secret" in grade.reasons[0]
-    # Trials 0-4 use the public seeds; trial 5 is the first secret one.
-    assert grade.reasons[1].startswith(f"mismatch: trial {LOOSE.trials} "), grade.reasons
+    assert grade.reasons[1].startswith("mismatch: trial 0 "), grade.reasons
     assert grade.candidate_ms is None  # never timed, so never a number to rank
 
 

@@ -45,3 +45,26 @@ def test_trim_log_keeps_the_first_errors():
     log = "\n".join(f"/w/kernels/a.cpp:{i}:1: error: bad {i}" for i in range(1, 40))
     trimmed = compile.trim_log(log, root=__import__("pathlib").Path("/w"))
     assert "kernels/a.cpp:1:1: error: bad 1" in trimmed and "bad 39" not in trimmed
+
+
+def test_an_include_of_a_harness_file_fails(ws):
+    harness_file = settings.REPO_ROOT / "gpu_workers" / "harness" / "protocol.py"
+    assert harness_file.is_file()  # known-bad: it is there for any process outside the sandbox
+    ws.write_file("kernels/leak.cpp", f'#include "{harness_file}"\nint leak = 0;\n')
+    result = compile.build(ws, "cpu")
+    assert not result.ok
+    assert "kernels/leak.cpp:1" in result.log and "No such file or directory" in result.log
+
+
+def test_an_include_of_a_cache_file_fails(ws):
+    cached = settings.cache_dir() / f"planted-{uuid.uuid4().hex}.h"
+    cached.write_text("#pragma once\nconstexpr int planted = 1;\n")
+    # known-bad: the same header inside the workspace compiles
+    ws.write_file("kernels/planted.h", cached.read_text())
+    ws.write_file("kernels/leak.cpp", '#include "kernels/planted.h"\nint leak = planted;\n')
+    assert compile.build(ws, "cpu").ok
+    ws.write_file("kernels/leak.cpp", f'#include "{cached}"\nint leak = planted;\n')
+    result = compile.build(ws, "cpu")
+    cached.unlink()
+    assert not result.ok
+    assert "kernels/leak.cpp:1" in result.log and "No such file or directory" in result.log
