@@ -429,7 +429,7 @@ def run(
         )
 
 
-def exitexit_status(returncode: int, confined: bool) -> int:
+def exit_status(returncode: int, confined: bool) -> int:
     """bwrap's init reports a child killed by signal N as status 128 + N: back to -N."""
     if confined and 128 < returncode < 128 + signal.NSIG:
         try:

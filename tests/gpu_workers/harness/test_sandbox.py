@@ -98,7 +98,10 @@ def test_it_hides_the_repository_the_cache_host_tmp_and_other_runs(tmp_path):
     assert result.ok, result.stderr
     for path in secrets:
         assert f"{path} False" in result.stdout
-    assert "repo holds ['gpu_workers']" in result.stdout
+    # the interpreter's own environment is software too, when it lives in the checkout (.venv)
+    venv = Path(sys.prefix).resolve()
+    shown = sorted(["gpu_workers", *([venv.name] if venv.parent == REPO else [])])
+    assert f"repo holds {shown}" in result.stdout
 
 
 def test_it_cannot_write_into_the_harness_nor_the_cache(tmp_path):
