@@ -309,14 +309,14 @@ def timed_batch(runner: RunnerProcess, fn: str, slots, into: str, timeout_s: flo
 
 
 def unexplained_ms(candidate: Batches, calibration: Batches) -> tuple[float, float]:
-    """How much longer the judge saw the candidate's batches take than its claimed times
-    explain, beyond what the same batch costs a process whose times are believed (the
-    reference runner's: flushes, copies, the round trip); and the noise of that cost."""
-    base = statistics.median(calibration.overheads_ms)
-    quartiles = (
-        statistics.quantiles(calibration.overheads_ms, n=4)
-        if len(calibration.overheads_ms) >= 4
-        else [base, base, base]
-    )
-    noise = (quartiles[2] - quartiles[0]) + 0.1 * abs(base) + 0.05
-    return statistics.median(candidate.overheads_ms) - base, noise
+    """How much longer, per batch, the judge saw the candidate's batches take than its claimed
+    times explain, beyond what the same batch costs a process whose times are believed (the
+    reference runner's eager batch of the same round: flushes, copies, the round trip); and the
+    noise of that difference. Rounds are paired, so a slow moment of the host cancels."""
+    gaps = [
+        mine - theirs
+        for mine, theirs in zip(candidate.overheads_ms, calibration.overheads_ms, strict=False)
+    ]
+    middle = statistics.median(gaps)
+    spread = statistics.median(abs(g - middle) for g in gaps)  # median absolute deviation
+    return middle, spread

@@ -195,6 +195,8 @@ def _software_dirs() -> list[Path]:
     candidates += [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
     candidates += sorted(glob.glob("/usr/local/cuda*"))
     candidates += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    candidates += os.environ.get("PATH", "").split(os.pathsep)
+    candidates += _toolchain_prefixes()
     dirs: list[Path] = []
     for raw in candidates:
         if not raw or not os.path.isabs(raw) or not os.path.isdir(raw):
@@ -204,6 +206,18 @@ def _software_dirs() -> list[Path]:
             continue
         dirs.append(path)
     return dirs
+
+
+def _toolchain_prefixes() -> list[str]:
+    """The install prefix of each compiler a build may call (a GPU host's g++ may live in
+    /opt/gcc, with its libraries beside bin/)."""
+    found = []
+    for name in (os.environ.get("CXX"), os.environ.get("CC"), "c++", "g++", "gcc", "ninja"):
+        exe = shutil.which(name) if name else None
+        if exe:
+            folder = Path(os.path.realpath(exe)).parent
+            found.append(str(folder.parent if folder.name == "bin" else folder))
+    return found
 
 
 def _outermost(paths: list[Path]) -> list[Path]:
