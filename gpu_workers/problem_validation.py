@@ -9,8 +9,8 @@ import logging
 from django.conf import settings
 
 from gpu_workers.agent_run import device_for
-from gpu_workers.harness import validation as harness_validation
 from gpu_workers.harness import roofline
+from gpu_workers.harness import validation as harness_validation
 from gpu_workers.harness.protocol import LOOSE
 from webapp.problems.models import Problem, ProblemStatus
 

@@ -509,4 +509,3 @@ def run_step(
         return {}, f"{step}: {reason}"
     result = json.loads(result_path.read_text())
     return result, None
-

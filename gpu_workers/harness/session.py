@@ -16,7 +16,8 @@ from gpu_workers.harness import verify as verify_mod
 from gpu_workers.harness.judge import Judge
 from gpu_workers.harness.problem import ProblemError, check_source
 from gpu_workers.harness.protocol import LOOSE, Protocol
-from gpu_workers.harness.runner_process import RunnerError, RunnerFailed
+from gpu_workers.harness.runner_process import RunnerDied, RunnerError, RunnerFailed
+from gpu_workers.harness.source_gate import Violation
 
 
 class Session:
@@ -123,9 +124,14 @@ class Session:
         )
 
     def _failure(self, failed: RunnerError) -> dict:
-        """A reference that fails is not the candidate's fault, and the error says so."""
+        """A reference that fails is not the candidate's fault, and the error says so. A
+        candidate process that ends while loading (exits, kills itself) is `process_exit`, as
+        it is mid-trial."""
         prefix = "the reference failed: " if failed.role == "reference" else ""
-        return verify_mod.VerifyResult(ok=False, error=prefix + str(failed)).to_dict()
+        result = verify_mod.VerifyResult(ok=False, error=prefix + str(failed))
+        if failed.role == "candidate" and isinstance(failed, RunnerDied):
+            result.violations.append(Violation("process_exit", f"while loading: {failed}"))
+        return result.to_dict()
 
     def _reference_runner(self) -> runner_process.RunnerProcess:
         if self._reference is None:
