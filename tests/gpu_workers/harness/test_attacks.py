@@ -262,11 +262,14 @@ def test_a_cache_by_fingerprint_never_hits(session):
 
 
 def test_the_fingerprint_cache_would_hit_on_replayed_inputs(session, monkeypatch):
-    """Known-bad for the test above: with the same timing inputs every round, its hits are
-    faster than the hardware allows."""
+    """Known-bad for the test above: with the same timing inputs every round, its hits cost a
+    dictionary lookup instead of the kernel. On the cpu target the speed-of-light floor is a
+    guess about the host, so the hits show as a time far under its honest one (the cuda twin
+    asserts impossible_speed against the H100's floor)."""
+    honest = evaluate(session, "attack_caches_by_fingerprint")["profile"]
     monkeypatch.setattr(judge_mod, "fresh_seeds", lambda count: list(range(1, count + 1)))
-    profile = evaluate(session, "attack_caches_by_fingerprint")["profile"]
-    assert "impossible_speed" in codes(profile), profile
+    replayed = evaluate(session, "attack_caches_by_fingerprint")["profile"]
+    assert replayed["candidate_ms"] < honest["candidate_ms"] / 3, (honest, replayed)
 
 
 def test_an_output_over_the_input_memory_is_output_aliases_input(session):
@@ -350,13 +353,14 @@ def test_the_environment_of_the_worker_never_reaches_the_verdict(session, monkey
 
 def test_busy_processes_never_raise_the_speedup(session):
     """Busy processes started on import slow the interleaved eager calls and the candidate's
-    own batches. Speedups use the cached baselines, so the slowdown can only be held for
-    review: as drift, or as batches the judge saw take far longer than claimed."""
+    own batches. Speedups use the cached baselines, which no candidate code ran beside, so the
+    slowdown can only lower its own score. Whether the interleaved calls also show drift depends
+    on the host's cores: that is review, not the score, and not asserted here."""
     honest = evaluate(session, "good_relu_scale")["profile"]
     busy = evaluate(session, "attack_busy_threads")["profile"]
-    assert not busy["ok"], busy
-    assert codes(busy) & {"timing_drift", "timing_inconsistent"}, busy
     assert busy["eager_ms"] == honest["eager_ms"]  # the same cached baseline, untouched
+    # the numerator is fixed, so busy processes can only raise the denominator, its own time
+    assert busy["speedup_vs_eager"] == pytest.approx(busy["eager_ms"] / busy["candidate_ms"])
 
 
 # ---- problems are uploads too --------------------------------------------------------------------
