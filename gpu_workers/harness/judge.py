@@ -95,10 +95,13 @@ class Judge:
         self.candidate_sets: dict[int, LentSet] = {}
 
     # ---- sets ----
-    def make_set(self, reference: RunnerProcess, slot: int, seed: int) -> LentSet:
-        """The reference runner draws inputs for `seed` and computes the reference outputs into
-        this slot's buffers (lent anew when the shapes change)."""
-        reply = reference.call("make", slot=slot, seed=seed)
+    def make_set(
+        self, reference: RunnerProcess, slot: int, seed: int, probe: str | None = None
+    ) -> LentSet:
+        """The reference runner draws inputs for `seed` (moved by an input-sensitivity `probe`)
+        and computes the reference outputs into this slot's buffers (lent anew when the shapes
+        change)."""
+        reply = reference.call("make", slot=slot, seed=seed, probe=probe)
         meta = _meta(reply["inputs"], reply["outputs"])
         held = self.reference_sets.get(slot)
         if held and held.meta == meta and held.runner is reference and reply["shared"]:

@@ -1,8 +1,8 @@
 """The reference runner's commands: it runs the problem (untrusted too: its author is a user)
 on seeds the judge draws, and copies inputs and outputs into buffers the judge lends it.
 
-load -> make(seed) -> [bind] -> share: a set's inputs and fp32 reference outputs, in the judge's
-buffers. time: eager or torch.compile on those inputs (no candidate ever runs here). counts:
+load -> make(seed, probe) -> [bind] -> share: a set's inputs and fp32 reference outputs, in the
+judge's buffers. time: eager or torch.compile on those inputs (no candidate ever runs here). counts:
 FLOPs and minimum bytes. compiled: torch.compile's outputs, for validation.
 """
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from gpu_workers.harness import problem as problem_mod
+from gpu_workers.harness import sensitivity
 from gpu_workers.harness.protocol import Protocol
 from gpu_workers.harness.runner_state import (
     COMMON,
@@ -61,6 +62,7 @@ def make(state: RunnerState, message: dict, fds: list[int]) -> dict:
     protocol = state.extra["protocol"]
     problem_mod.reference_precision(protocol)
     inputs = problem_mod.make_inputs(state.extra["module"], message["seed"], state.device)
+    inputs = sensitivity.probe_inputs(message.get("probe"), inputs)
     with torch.no_grad():
         outputs = [t.detach() for t in problem_mod.flatten(state.extra["model"](*inputs))]
     state.extra["pending"][message["slot"]] = (inputs, outputs)

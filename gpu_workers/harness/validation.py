@@ -16,14 +16,19 @@ from pathlib import Path
 import torch
 
 from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import profile, runner_process
+from gpu_workers.harness import profile, runner_process, sensitivity
 from gpu_workers.harness.judge import Judge
 from gpu_workers.harness.problem import describe
 from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256
 from gpu_workers.harness.protocol import Protocol
 from gpu_workers.harness.runner_process import RunnerError
+from gpu_workers.harness.sensitivity import close
 
 _FIRST, _OTHER, _COMPILED = 4, 5, 6  # slots beside the trial and timing ones
+_INPUT_INDEPENDENT = (
+    "output does not depend on the inputs: two input seeds give the same output, and so do "
+    f"the inputs {' or '.join(sensitivity.PROBES)} (a kernel returning a constant would pass)"
+)
 
 
 @dataclass
@@ -37,6 +42,8 @@ class ProblemReport:
     bytes_moved: int | None = None
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    # "" when two seeds already give different outputs, else the probe that moved the output
+    sensitive_to: str = ""
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -73,7 +80,13 @@ def _judge(judge: Judge, reference) -> dict:
     report = {"inputs": describe(first_set.values), "outputs": describe(first)}
     again = judge.make_set(reference, _FIRST, seed_a).outputs
     other = judge.make_set(reference, _OTHER, seed_b).outputs
-    reasons = degeneracy_reasons(first, again, other, judge.protocol)
+    reasons = degeneracy_reasons(first, again, judge.protocol)
+    if not reasons and close(first, other, judge.protocol.atol, judge.protocol.rtol):
+        # a mean loss, or an output that ignores its inputs: only inputs moved out of their
+        # distribution tell the two apart
+        probe = sensitivity.revealing_probe(judge, reference, _OTHER, seed_b, first)
+        reasons = [] if probe else [_INPUT_INDEPENDENT]
+        report["sensitive_to"] = probe or ""
     if reasons:
         return {"ok": False, "reasons": reasons, **report}
     reason = _compiled_differs(judge, reference, first)
@@ -105,24 +118,15 @@ def _compiled_differs(judge: Judge, reference, expected) -> str | None:
     return None
 
 
-def close(a: list[torch.Tensor], b: list[torch.Tensor], atol: float, rtol: float) -> bool:
-    return len(a) == len(b) and all(
-        x.shape == y.shape
-        and torch.allclose(x.float(), y.float(), atol=atol, rtol=rtol, equal_nan=True)
-        for x, y in zip(a, b, strict=True)
-    )
-
-
-def degeneracy_reasons(first, again, other, protocol: Protocol) -> list[str]:
-    """Threat 8: a problem whose output a constant kernel could match is rejected."""
+def degeneracy_reasons(first, again, protocol: Protocol) -> list[str]:
+    """Threat 8: a problem whose output a constant kernel could match is rejected. Whether the
+    output follows the inputs is judged apart, with probes (sensitivity.py)."""
     if not first:
         return ["forward returned no tensors"]
     if not all(torch.isfinite(t).all() for t in first if t.is_floating_point()):
         return ["forward produces NaN or inf on random inputs"]
     if not close(first, again, atol=1e-6, rtol=1e-5):
         return ["not deterministic: two runs on the same inputs differ (random ops in forward?)"]
-    if close(first, other, protocol.atol, protocol.rtol):
-        return ["output does not depend on the inputs: two input seeds give the same output"]
     flat = [t for t in first if t.numel() > 1 and t.is_floating_point()]
     if flat and all(
         close([t], [torch.full_like(t, t.float().mean())], protocol.atol, protocol.rtol)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import source_gate
+from gpu_workers.harness import sensitivity, source_gate
 from gpu_workers.harness.judge import Judge
 from gpu_workers.harness.runner_process import RunnerDied, RunnerFailed, RunnerProcess
 from gpu_workers.harness.source_gate import Violation
@@ -44,42 +44,67 @@ def static_gate(sources: dict[str, str]) -> VerifyResult | None:
     return VerifyResult(ok=False, violations=found) if found else None
 
 
+class _Ended(Exception):
+    """The candidate's process died or failed during a trial: the verdict is decided."""
+
+    def __init__(self, result: VerifyResult):
+        self.result = result
+
+
 def trials(judge: Judge, reference: RunnerProcess, candidate: RunnerProcess) -> VerifyResult:
-    """The protocol's trials, each on inputs from a seed drawn now. A reference failure raises
+    """The protocol's trials, each on inputs from a seed drawn now, and one on a probe where the
+    seeds alone could not tell the output from a constant. A reference failure raises
     RunnerFailed/RunnerDied from the reference runner: not the candidate's fault."""
     protocol = judge.protocol
-    seeds = judge_mod.fresh_seeds(protocol.trials + len(protocol.secret_seeds))
-    violations: list[Violation] = []
-    max_abs = max_rel = 0.0
-    for trial, seed in enumerate(seeds):
-        expected = judge.make_set(reference, TRIAL_SLOT, seed)
-        lent = judge.lend_to_candidate(candidate, TRIAL_SLOT)
-        try:
-            reply = candidate.call("trial", slot=TRIAL_SLOT, trial=trial)
-        except RunnerDied as died:
-            ended = Violation("process_exit", f"trial {trial}: {died}")
-            return VerifyResult(
-                ok=False, trials=trial, violations=[*violations, ended], error=str(died)
-            )
-        except RunnerFailed as failed:
-            return VerifyResult(ok=False, trials=trial, error=str(failed))
-        violations += _claimed_violations(reply)
-        found, abs_err, rel_err = judge_mod.check_outputs(
-            judge, expected, lent, reply, f"trial {trial}"
-        )
-        violations += found
-        max_abs, max_rel = max(max_abs, abs_err), max(max_rel, rel_err)
-        changed = judge_mod.inputs_changed(lent, expected)
-        violations += [
-            Violation("input_mutated", f"trial {trial}: input {i} was modified") for i in changed
-        ]
-    return VerifyResult(
-        ok=not violations,
-        trials=len(seeds),
-        max_abs_err=max_abs,
-        max_rel_err=max_rel,
-        violations=list(dict.fromkeys(violations))[:20],
+    seeds = judge_mod.fresh_seeds(protocol.trials + len(protocol.secret_seeds) + 1)
+    probe_seed = seeds.pop()
+    result = VerifyResult(ok=False, max_abs_err=0.0, max_rel_err=0.0)
+    first = seeds_agree = None
+    try:
+        for trial, seed in enumerate(seeds):
+            expected = judge.make_set(reference, TRIAL_SLOT, seed)
+            if trial == 0:
+                first = sensitivity.copy_if_small(expected.outputs)
+            elif trial == 1 and first is not None:
+                seeds_agree = sensitivity.close(
+                    first, expected.outputs, protocol.atol, protocol.rtol
+                )
+            _trial(judge, candidate, expected, trial, result)
+        if seeds_agree and not result.violations:
+            # a constant would have passed so far (a mean loss): one trial where it cannot
+            if sensitivity.revealing_probe(judge, reference, TRIAL_SLOT, probe_seed, first):
+                _trial(judge, candidate, judge.reference_sets[TRIAL_SLOT], len(seeds), result)
+    except _Ended as ended:
+        return ended.result
+    result.ok = not result.violations
+    result.violations = list(dict.fromkeys(result.violations))[:20]
+    return result
+
+
+def _trial(judge: Judge, candidate: RunnerProcess, expected, trial: int, result: VerifyResult):
+    """One candidate call on the set in TRIAL_SLOT, judged into `result`."""
+    lent = judge.lend_to_candidate(candidate, TRIAL_SLOT)
+    try:
+        reply = candidate.call("trial", slot=TRIAL_SLOT, trial=trial)
+    except RunnerDied as died:
+        ended = Violation("process_exit", f"trial {trial}: {died}")
+        violations = [*result.violations, ended]
+        ended = VerifyResult(ok=False, trials=trial, violations=violations, error=str(died))
+        raise _Ended(ended) from None
+    except RunnerFailed as failed:
+        raise _Ended(VerifyResult(ok=False, trials=trial, error=str(failed))) from None
+    result.violations += _claimed_violations(reply)
+    found, abs_err, rel_err = judge_mod.check_outputs(
+        judge, expected, lent, reply, f"trial {trial}"
     )
+    result.violations += found
+    result.max_abs_err = max(result.max_abs_err, abs_err)
+    result.max_rel_err = max(result.max_rel_err, rel_err)
+    changed = judge_mod.inputs_changed(lent, expected)
+    result.violations += [
+        Violation("input_mutated", f"trial {trial}: input {i} was modified") for i in changed
+    ]
+    result.trials = trial + 1
 
 
 def _claimed_violations(reply: dict) -> list[Violation]:

@@ -1,6 +1,6 @@
 import pytest
 
-from gpu_workers.harness import problem, validation
+from gpu_workers.harness import problem, sensitivity, validation
 from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
 from gpu_workers.harness.protocol import LOOSE
 from tests.conftest import problem_source
@@ -31,6 +31,21 @@ def test_unusable_problems_are_rejected_with_a_reason(name, reason):
     report = validation.validate(problem_source(name), "cpu", LOOSE)
     assert not report.ok
     assert len(report.reasons) == 1 and reason in report.reasons[0]
+
+
+def test_a_mean_loss_that_follows_its_inputs_is_valid():
+    """Two seeds give the same loss within the tolerance; its scaled inputs do not."""
+    report = validation.validate(problem_source("mean_cross_entropy"), "cpu", LOOSE)
+    assert report.ok, report.reasons
+    assert report.sensitive_to == "scaled" and report.outputs == ["() float32"]
+
+
+def test_an_output_no_probe_moves_is_input_independent(monkeypatch):
+    """Known-bad for the test above: without probes the same mean loss is what a constant
+    kernel would match, and is rejected."""
+    monkeypatch.setattr(sensitivity, "PROBES", {})
+    report = validation.validate(problem_source("mean_cross_entropy"), "cpu", LOOSE)
+    assert not report.ok and "does not depend on the inputs" in report.reasons[0]
 
 
 def test_the_identity_ignores_line_endings_and_trailing_blanks():

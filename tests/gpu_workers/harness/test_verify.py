@@ -3,6 +3,7 @@ on the cpu target, with real compiles and real sandboxed processes."""
 
 import pytest
 
+from gpu_workers.harness import sensitivity
 from gpu_workers.harness.protocol import FP32_STRICT, LOOSE, Protocol
 from tests.gpu_workers.harness.evaluation import codes, evaluate
 
@@ -19,6 +20,25 @@ def test_a_correct_kernel_verifies_with_its_errors_reported():
 def test_a_correct_row_reduction_verifies():
     verdict = evaluate("row_sum", "good_row_sum", profile=False)
     assert verdict["verify"]["ok"], verdict["verify"]
+
+
+def test_a_mean_loss_verifies_with_a_trial_on_the_probe():
+    verdict = evaluate("mean_cross_entropy", "good_mean_cross_entropy", profile=False)
+    assert verdict["verify"]["ok"], verdict["verify"]
+    assert verdict["verify"]["trials"] == LOOSE.trials + 1
+
+
+def test_a_constant_loss_fails_the_probe_trial():
+    result = evaluate("mean_cross_entropy", "bad_constant_loss", profile=False)["verify"]
+    assert not result["ok"] and "mismatch" in codes(result), result
+    assert f"trial {LOOSE.trials}" in result["violations"][0]["detail"]  # the probe's trial
+
+
+def test_a_constant_loss_passes_every_seeded_trial(monkeypatch):
+    """Known-bad for the test above: without probes the constant is right on every seed."""
+    monkeypatch.setattr(sensitivity, "PROBES", {})
+    result = evaluate("mean_cross_entropy", "bad_constant_loss", profile=False)["verify"]
+    assert result["ok"] and result["trials"] == LOOSE.trials, result
 
 
 # (candidate, problem, protocol, the violation code that must be reported)
