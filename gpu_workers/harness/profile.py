@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from gpu_workers.harness import environment, roofline, runner_process, settings
+from gpu_workers.harness import environment, failure, roofline, runner_process, settings
 from gpu_workers.harness import judge as judge_mod
 from gpu_workers.harness import problem as problem_mod
 from gpu_workers.harness.judge import Batches, Judge
@@ -50,6 +50,8 @@ class ProfileResult:
     baselines_cached: bool = False
     violations: list[Violation] = field(default_factory=list)
     error: str | None = None
+    # whose failure (failure.py), when not ok; None when it was not profiled at all
+    failed_by: str | None = None
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -85,6 +87,14 @@ def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path
     return {**result, "cached": False}
 
 
+class BaselinesFailed(problem_mod.ProblemError):
+    """The reference runner failed while timing the baselines; `failed_by` says whose fault."""
+
+    def __init__(self, message: str, failed_by: str):
+        super().__init__(message)
+        self.failed_by = failed_by
+
+
 def measure_baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
     """Measures the baselines now, in a fresh reference runner, whatever is cached."""
     try:
@@ -95,7 +105,8 @@ def measure_baselines(problem_path: Path, device: str, protocol: Protocol, workd
             finally:
                 judge.free()
     except RunnerError as exc:
-        raise problem_mod.ProblemError(f"measuring baselines failed: {exc}") from None
+        message = f"measuring baselines failed: {exc}"
+        raise BaselinesFailed(message, failure.of_runner_error(exc)) from None
     result["environment"] = environment.describe(device, settings.gpu_index())
     return result
 
@@ -292,7 +303,9 @@ def result(base: dict, measured: Measurement, device: str, protocol: Protocol) -
     """The candidate's verdict on speed: against the cached baselines, the floor and drift."""
     violations = list(measured.violations)
     if not measured.candidate:
-        return ProfileResult(ok=False, violations=violations, error="not timed")
+        return ProfileResult(
+            ok=False, violations=violations, error="not timed", failed_by=failure.CANDIDATE
+        )
     candidate_ms = measured.candidate["median_ms"]
     drift = measured.drift()
     if drift > protocol.drift_limit:
@@ -315,8 +328,10 @@ def result(base: dict, measured: Measurement, device: str, protocol: Protocol) -
             )
         )
     compile_ms = base.get("compile_ms")
+    codes = {v.code for v in violations}
     return ProfileResult(
         ok=not violations,
+        failed_by=failure.of_profile_violations(codes) if violations else None,
         eager_ms=base["eager_ms"],
         compile_ms=compile_ms,
         compile_max_autotune_ms=base.get("compile_max_autotune_ms"),

@@ -9,7 +9,15 @@ import tempfile
 from pathlib import Path
 
 from gpu_workers.harness import compile as compile_mod
-from gpu_workers.harness import environment, gpu_lock, runner_process, sandbox, settings, workspace
+from gpu_workers.harness import (
+    environment,
+    failure,
+    gpu_lock,
+    runner_process,
+    sandbox,
+    settings,
+    workspace,
+)
 from gpu_workers.harness import graph as graph_mod
 from gpu_workers.harness import profile as profile_mod
 from gpu_workers.harness import verify as verify_mod
@@ -128,7 +136,9 @@ class Session:
         candidate process that ends while loading (exits, kills itself) is `process_exit`, as
         it is mid-trial."""
         prefix = "the reference failed: " if failed.role == "reference" else ""
-        result = verify_mod.VerifyResult(ok=False, error=prefix + str(failed))
+        result = verify_mod.VerifyResult(
+            ok=False, error=prefix + str(failed), failed_by=failure.of_runner_error(failed)
+        )
         if failed.role == "candidate" and isinstance(failed, RunnerDied):
             result.violations.append(Violation("process_exit", f"while loading: {failed}"))
         return result.to_dict()
@@ -162,7 +172,14 @@ class Session:
                     self._problem_path, self.device, self.protocol, self.workdir
                 )
             except ProblemError as exc:
-                return profile_mod.ProfileResult(ok=False, error=str(exc)).to_dict()
+                failed_by = (
+                    exc.failed_by
+                    if isinstance(exc, profile_mod.BaselinesFailed)
+                    else failure.PROBLEM
+                )
+                return profile_mod.ProfileResult(
+                    ok=False, error=str(exc), failed_by=failed_by
+                ).to_dict()
         return profile_mod.result(base, measured, self.device, self.protocol).to_dict()
 
     def graph(self) -> dict:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
+from gpu_workers.harness import failure, profile, runner_process, sensitivity
 from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import profile, runner_process, sensitivity
 from gpu_workers.harness.judge import Judge
 from gpu_workers.harness.problem import describe
 from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256
@@ -44,6 +44,8 @@ class ProblemReport:
     outputs: list[str] = field(default_factory=list)
     # "" when two seeds already give different outputs, else the probe that moved the output
     sensitive_to: str = ""
+    # whose failure (failure.py) when not ok: the problem's, or the machine's (worth a retry)
+    failed_by: str | None = None
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -56,7 +58,7 @@ def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 60
     try:
         check_source(source)
     except ProblemError as exc:
-        return ProblemReport(ok=False, sha256=sha, reasons=[str(exc)])
+        return ProblemReport(ok=False, sha256=sha, reasons=[str(exc)], failed_by=failure.PROBLEM)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="validate-") as tmp:
         problem_path = Path(tmp) / "model.py"
@@ -69,7 +71,7 @@ def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 60
                 finally:
                     judge.free()
         except RunnerError as exc:
-            found = {"ok": False, "reasons": [str(exc)]}
+            found = {"ok": False, "reasons": [str(exc)], "failed_by": failure.of_runner_error(exc)}
     return ProblemReport(sha256=sha, seconds=time.monotonic() - started, **found)
 
 
@@ -88,10 +90,10 @@ def _judge(judge: Judge, reference) -> dict:
         reasons = [] if probe else [_INPUT_INDEPENDENT]
         report["sensitive_to"] = probe or ""
     if reasons:
-        return {"ok": False, "reasons": reasons, **report}
+        return {"ok": False, "reasons": reasons, "failed_by": failure.PROBLEM, **report}
     reason = _compiled_differs(judge, reference, first)
     if reason:
-        return {"ok": False, "reasons": [reason], **report}
+        return {"ok": False, "reasons": [reason], "failed_by": failure.PROBLEM, **report}
     counts = reference.call("counts", slot=_FIRST)
     times = profile.time_baselines(judge, reference, modes=("default",))
     return {

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from gpu_workers.harness import judge as judge_mod
 from gpu_workers.harness import sensitivity, source_gate
+from gpu_workers.harness.failure import CANDIDATE
 from gpu_workers.harness.judge import Judge
 from gpu_workers.harness.runner_process import RunnerDied, RunnerFailed, RunnerProcess
 from gpu_workers.harness.source_gate import Violation
@@ -27,6 +28,8 @@ class VerifyResult:
     max_rel_err: float | None = None
     violations: list[Violation] = field(default_factory=list)
     error: str | None = None
+    # whose failure (failure.py): set whenever ok is False
+    failed_by: str | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -36,12 +39,13 @@ class VerifyResult:
             "max_rel_err": self.max_rel_err,
             "violations": [v.to_dict() for v in self.violations],
             "error": self.error,
+            "failed_by": self.failed_by,
         }
 
 
 def static_gate(sources: dict[str, str]) -> VerifyResult | None:
     found = source_gate.check_sources(sources)
-    return VerifyResult(ok=False, violations=found) if found else None
+    return VerifyResult(ok=False, violations=found, failed_by=CANDIDATE) if found else None
 
 
 class _Ended(Exception):
@@ -77,6 +81,7 @@ def trials(judge: Judge, reference: RunnerProcess, candidate: RunnerProcess) -> 
     except _Ended as ended:
         return ended.result
     result.ok = not result.violations
+    result.failed_by = None if result.ok else CANDIDATE
     result.violations = list(dict.fromkeys(result.violations))[:20]
     return result
 
@@ -89,10 +94,13 @@ def _trial(judge: Judge, candidate: RunnerProcess, expected, trial: int, result:
     except RunnerDied as died:
         ended = Violation("process_exit", f"trial {trial}: {died}")
         violations = [*result.violations, ended]
-        ended = VerifyResult(ok=False, trials=trial, violations=violations, error=str(died))
+        ended = VerifyResult(
+            ok=False, trials=trial, violations=violations, error=str(died), failed_by=CANDIDATE
+        )
         raise _Ended(ended) from None
     except RunnerFailed as failed:
-        raise _Ended(VerifyResult(ok=False, trials=trial, error=str(failed))) from None
+        ended = VerifyResult(ok=False, trials=trial, error=str(failed), failed_by=CANDIDATE)
+        raise _Ended(ended) from None
     result.violations += _claimed_violations(reply)
     found, abs_err, rel_err = judge_mod.check_outputs(
         judge, expected, lent, reply, f"trial {trial}"

@@ -31,6 +31,15 @@ def test_unusable_problems_are_rejected_with_a_reason(name, reason):
     report = validation.validate(problem_source(name), "cpu", LOOSE)
     assert not report.ok
     assert len(report.reasons) == 1 and reason in report.reasons[0]
+    assert report.failed_by == "problem"
+
+
+def test_a_reference_out_of_memory_is_the_machines_failure():
+    """Known-bad for the test above: the same kind of exception from forward, but the
+    allocator's, is not the problem's defect."""
+    report = validation.validate(problem_source("out_of_memory"), "cpu", LOOSE)
+    assert not report.ok and "allocate memory" in report.reasons[0], report.reasons
+    assert report.failed_by == "infrastructure"
 
 
 def test_a_mean_loss_that_follows_its_inputs_is_valid():

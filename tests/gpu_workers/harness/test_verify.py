@@ -72,7 +72,7 @@ KNOWN_BAD = [
 def test_known_bad_candidates_are_rejected(candidate, problem, protocol, code):
     verdict = evaluate(problem, candidate, protocol=protocol, profile=False)
     assert verdict["compile"]["ok"], verdict["compile"]["log"]
-    assert not verdict["verify"]["ok"]
+    assert not verdict["verify"]["ok"] and verdict["verify"]["failed_by"] == "candidate"
     assert code in codes(verdict["verify"]), verdict["verify"]
 
 
@@ -92,12 +92,23 @@ def test_a_runtime_check_names_the_torch_ops_it_saw():
 def test_a_segfault_is_a_verdict():
     result = evaluate("relu_scale", "crash_segfault", profile=False)["verify"]
     assert not result["ok"] and "SIGSEGV" in result["error"]
+    assert result["failed_by"] == "candidate"
 
 
 def test_a_hang_is_killed_and_is_a_verdict():
     quick = Protocol(step_timeout_s=20)
     result = evaluate("relu_scale", "crash_hang", protocol=quick, profile=False)["verify"]
     assert not result["ok"] and "timed out" in result["error"]
+    assert result["failed_by"] == "candidate"  # its own hang, though a timeout
+
+
+@pytest.mark.parametrize(
+    "problem, failed_by", [("raises_in_forward", "problem"), ("out_of_memory", "infrastructure")]
+)
+def test_a_reference_that_fails_is_never_the_candidates_failure(problem, failed_by):
+    result = evaluate(problem, "good_relu_scale", profile=False)["verify"]
+    assert not result["ok"] and result["error"].startswith("the reference failed"), result
+    assert result["failed_by"] == failed_by and result["violations"] == []
 
 
 def test_a_compile_error_is_reported_with_file_and_line():

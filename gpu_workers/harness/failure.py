@@ -1,0 +1,43 @@
+"""Whose failure is it: every failed verdict names the problem, the candidate or the
+infrastructure, so a harness or machine failure is never shown as an agent's bug, and a problem's
+own defect is never blamed on the kernel judged against it.
+
+The candidate owns whatever its process does (it raises, dies, hangs, lies). The reference
+runner runs the problem: its code raising is the problem's defect, while running out of memory,
+timing out or being killed from outside is the machine's, and is worth one retry.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpu_workers.harness.runner_process import RunnerDied, RunnerError
+
+PROBLEM = "problem"
+CANDIDATE = "candidate"
+INFRASTRUCTURE = "infrastructure"
+
+_OUT_OF_MEMORY = re.compile(
+    r"out of memory|OutOfMemoryError|MemoryError|std::bad_alloc|CUBLAS_STATUS_ALLOC_FAILED"
+    r"|can't allocate memory|Cannot allocate memory",
+    re.IGNORECASE,
+)
+# How a reference process ends when the machine, not the problem's code, stopped it: the
+# kernel's OOM killer sends SIGKILL, and a call that never answers is timed out.
+_STOPPED_FROM_OUTSIDE = ("killed by SIGKILL", "timed out after")
+
+
+def of_runner_error(error: RunnerError) -> str:
+    if error.role == "candidate":
+        return CANDIDATE
+    text = str(error)
+    if _OUT_OF_MEMORY.search(text):
+        return INFRASTRUCTURE
+    if isinstance(error, RunnerDied) and any(mark in text for mark in _STOPPED_FROM_OUTSIDE):
+        return INFRASTRUCTURE
+    return PROBLEM
+
+
+def of_profile_violations(codes: set[str]) -> str:
+    """A disturbed machine (drift) is held for review without blaming the candidate."""
+    return INFRASTRUCTURE if codes == {"timing_drift"} else CANDIDATE
