@@ -9,7 +9,7 @@ import logging
 from django.conf import settings
 
 from gpu_workers.agent_run import device_for
-from gpu_workers.harness import roofline
+from gpu_workers.harness import failure, roofline
 from gpu_workers.harness import validation as harness_validation
 from gpu_workers.harness.protocol import LOOSE
 from webapp.problems.models import Problem, ProblemStatus
@@ -28,7 +28,7 @@ def validate(problem_id: int) -> str:
     gpu_type = settings.VALIDATION_GPU_TYPE
     device = device_for(gpu_type)
     try:
-        report = harness_validation.validate(source, device, LOOSE)
+        report = _validate_retrying(source, device)
     except Exception as exc:  # a harness failure is not the problem's fault, but must not hang
         log.exception("validating problem %s failed", problem_id)
         mine.update(status=ProblemStatus.REJECTED, reasons=[f"the validator failed: {exc}"])
@@ -47,6 +47,21 @@ def validate(problem_id: int) -> str:
         fields["status"] = ProblemStatus.REJECTED
     mine.update(**fields)
     return f"problem {problem_id} {fields['status']}"
+
+
+def _validate_retrying(source: str, device: str):
+    """The machine's failures (out of memory, a reference killed or timed out) get one more
+    try; if it fails the same way again, the reasons say it was the machine, not the problem."""
+    report = harness_validation.validate(source, device, LOOSE)
+    if report.ok or report.failed_by != failure.INFRASTRUCTURE:
+        return report
+    report = harness_validation.validate(source, device, LOOSE)
+    if not report.ok and report.failed_by == failure.INFRASTRUCTURE:
+        report.reasons = [
+            f"the worker could not validate it, twice (not a defect of the problem): {reason}"
+            for reason in report.reasons
+        ]
+    return report
 
 
 def _speed_of_light(report, device: str) -> float | None:

@@ -30,7 +30,20 @@ def test_it_rejects_a_problem_whose_output_is_constant(alice):
     problem.refresh_from_db()
     assert problem.status == ProblemStatus.REJECTED and problem.validated_on == "cpu"
     assert any("constant" in reason for reason in problem.reasons), problem.reasons
+    assert not any("worker" in reason for reason in problem.reasons)  # the problem's own defect
     assert problem.eager_ms is None and problem.sol_ms is None
+
+
+def test_the_machines_failure_is_tried_twice_and_named(alice):
+    """Known-bad beside the test above: a reference out of memory is rejected as well, but its
+    reasons say the worker failed, not the problem."""
+    problem = make_problem(alice, problem_source("out_of_memory"), valid=False)
+
+    assert problem_validation.validate(problem.pk) == f"problem {problem.pk} rejected"
+
+    problem.refresh_from_db()
+    assert problem.reasons[0].startswith("the worker could not validate it, twice"), problem.reasons
+    assert "allocate memory" in problem.reasons[0]
 
 
 def test_it_leaves_a_validated_problem_alone(alice, relu_scale):
