@@ -247,6 +247,22 @@ def _is_located_error(line: str) -> bool:
     return "error" in line.lower() and _ERROR_AT_LOCATION.search(line[:400]) is not None
 
 
+# Said under a failed verify or profile that was not the kernel's doing (gpu_workers/harness/
+# failure.py), so neither a model nor the fusion agent takes it for a bug in its code.
+NOT_THE_KERNELS = {
+    "problem": "Not the kernel's failure: the problem's own code failed.",
+    "infrastructure": (
+        "Not the kernel's failure: the machine failed (out of memory, a timeout or a disturbed "
+        "host); the same step may pass when tried again."
+    ),
+}
+
+
+def _whose(verdict: dict) -> list[str]:
+    line = NOT_THE_KERNELS.get(verdict.get("failed_by") or "")
+    return [line] if line else []
+
+
 def summarise_verify(verdict: dict) -> str:
     errors = f"max_abs_err {_num(verdict.get('max_abs_err'))}, "
     errors += f"max_rel_err {_num(verdict.get('max_rel_err'))}"
@@ -255,7 +271,7 @@ def summarise_verify(verdict: dict) -> str:
     lines = [f"verify: FAILED ({errors})", *_violations(verdict)]
     if verdict.get("error"):
         lines.append(_error_text(verdict["error"]))
-    return "\n".join(lines)
+    return "\n".join(lines + _whose(verdict))
 
 
 def summarise_profile(verdict: dict) -> str:
@@ -263,7 +279,7 @@ def summarise_profile(verdict: dict) -> str:
         lines = ["profile: FAILED", *_violations(verdict)]
         if verdict.get("error"):
             lines.append(_error_text(verdict["error"]))
-        return "\n".join(lines)
+        return "\n".join(lines + _whose(verdict))
     parts = [
         f"candidate {_ms(verdict.get('candidate_ms'))}",
         f"eager {_ms(verdict.get('eager_ms'))} ({_x(verdict.get('speedup_vs_eager'))})",

@@ -19,6 +19,7 @@ from collections.abc import Generator
 from agent.backends import Reply, ToolCall, Usage
 from agent.fusion.compiler import compile_graph
 from agent.fusion.program import FusionProgram
+from agent.tools import NOT_THE_KERNELS
 
 _SPEEDUP = re.compile(r"eager [^|(]*\((\d+(?:\.\d+)?)x\)")
 
@@ -66,7 +67,7 @@ class FusionBackend:
             return
         results = yield self._reply("Check them against the reference.", ("verify", {}))
         if not _ok(results[0]):
-            yield self._finish("The generated kernels did not verify (a fusion compiler bug).")
+            yield self._finish(_verify_failure(results[0]))
             return
         results = yield self._reply("Time the default launch configuration.", ("profile", {}))
         best = yield from self._tune(program, _speedup(results[0]))
@@ -149,6 +150,15 @@ def _json(text: str) -> dict | None:
 def _speedup(result: dict) -> float | None:
     match = _SPEEDUP.search(result.get("content") or "")
     return float(match.group(1)) if match else None
+
+
+def _verify_failure(result: dict) -> str:
+    """Only a failure that is the kernels' own is the fusion compiler's bug."""
+    text = result.get("content") or ""
+    for line in NOT_THE_KERNELS.values():
+        if line in text:
+            return f"The harness could not judge the generated kernels. {line}"
+    return "The generated kernels did not verify (a fusion compiler bug)."
 
 
 def _first_line(results: Results) -> str:
