@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 from django.utils import timezone
 
 from tests.conftest import candidate_dir
@@ -34,7 +35,7 @@ from webapp.leaderboard.results_file import (
     write_results_file,
 )
 from webapp.problems.models import Problem, ProblemStatus
-from webapp.runs.lifecycle import start_submission
+from webapp.runs.lifecycle import RunRefused, start_submission
 from webapp.runs.models import Candidate, Run, RunStatus
 from webapp.suites.evaluation import start_evaluation
 from webapp.suites.importing import import_suite
@@ -352,6 +353,23 @@ def test_a_problem_imported_without_source_gets_it_from_import_suite(suite, fold
     assert waiting.sha256 == data["problems"][0]["sha256"]
     assert waiting.status == ProblemStatus.VALID  # the file's validation stands
     assert [item.problem for item in files][0] == waiting
+
+
+def test_a_problem_without_its_source_shows_but_never_runs(suite):
+    data = exported(suite)
+    empty_database()
+    import_results(data)
+    waiting = Problem.objects.get(title=f"{SUITE}/1_Variant1")
+    alice = User.objects.create_user("alice")
+
+    assert Client().get(f"/problems/{waiting.pk}/").status_code == 200
+    page = Client().get(f"/suites/{SUITE}/?gpu_type={GPU}")
+    assert page.status_code == 200 and "1_Variant1" in page.content.decode()
+    with pytest.raises(RunRefused, match="without its source"):
+        start_submission(alice, waiting, good_files(), GPU, "loose")
+    with pytest.raises(RunRefused, match="without their source"):
+        start_evaluation(Suite.objects.get(), "fusion", GPU)
+    assert not Run.objects.filter(imported_from="").exists()
 
 
 def test_a_private_problem_never_appears_in_an_export(suite, bob):
