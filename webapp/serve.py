@@ -3,9 +3,11 @@
     python -m webapp.serve [--host 127.0.0.1] [--port 8000]
 
 Starts the embedded Redis (unless REDIS_URL names one), migrates the database (SQLite in .cache/
-unless DATABASE_URL names one), then the ASGI server and one Celery worker for every GPU type,
-and stops them all on Ctrl-C. With no GPU the worker serves the cpu target. With one, the GPU
-type is named after it (e.g. "h100"), unless KERNELARENA_GPU_TYPES is set.
+unless DATABASE_URL names one), imports the committed results in benchmarks/results/ (so the
+boards measured on a GPU host show here without one; importing again changes nothing), then the
+ASGI server and one Celery worker for every GPU type, and stops them all on Ctrl-C. With no GPU
+the worker serves the cpu target. With one, the GPU type is named after it (e.g. "h100"), unless
+KERNELARENA_GPU_TYPES is set.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         redis_server = embedded_redis.start(settings.EMBEDDED_REDIS_SOCKET)
         print(f"embedded Redis on {settings.EMBEDDED_REDIS_SOCKET}", flush=True)
     call_command("migrate", interactive=False, verbosity=0)
+    import_committed_results()
     queues = ",".join(f"gpu.{gpu_type}" for gpu_type in settings.GPU_TYPES)
     children = [
         _start("web", [sys.executable, "-m", "uvicorn", "webapp.asgi:application",
@@ -76,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         for _, process in children:
             _stop(process)
         embedded_redis.stop(redis_server)
+
+
+def import_committed_results(folder: Path = REPO / "benchmarks" / "results") -> None:
+    # Imported here: models can be imported only after django.setup() in main().
+    from webapp.leaderboard.results_file import import_results_folder
+
+    for line in import_results_folder(folder):
+        print(f"results {line}", flush=True)
 
 
 def _start(name: str, command: list[str]) -> tuple[str, subprocess.Popen]:

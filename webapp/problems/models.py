@@ -64,7 +64,10 @@ class Problem(models.Model):
         return self.title
 
     def save(self, *args, **kwargs) -> None:
-        self.sha256 = source_sha256(self.source)
+        # A problem imported from a results file without its source (KernelBench's files are
+        # not ours to publish) keeps the file's sha256 until the real source is attached.
+        if self.source or not self.sha256:
+            self.sha256 = source_sha256(self.source)
         super().save(*args, **kwargs)
 
     def is_visible_to(self, user) -> bool:

@@ -88,6 +88,11 @@ def _check_valid(problem: Problem) -> None:
             f"problem {problem.pk} is {problem.status}, not valid: a run can start once "
             f"validation has passed{detail}"
         )
+    if not problem.source:
+        raise RunRefused(
+            f"problem {problem.pk} came from a results file without its source: import its "
+            "suite's folder with import_suite to attach the source, then start the run"
+        )
 
 
 def _create_run(owner, **fields) -> Run:

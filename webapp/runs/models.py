@@ -48,6 +48,9 @@ class Run(models.Model):
         "suites.Evaluation", models.CASCADE, null=True, blank=True, related_name="runs"
     )
     max_turns = models.PositiveIntegerField(null=True, blank=True)  # caps the config's budget
+    # Where an imported run was measured ("<origin>/run/<id>", leaderboard.results_file); empty
+    # for work done here. An imported run is final: no worker ever takes it.
+    imported_from = models.CharField(max_length=300, blank=True, db_index=True)
     status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.QUEUED)
     worker = models.CharField(max_length=200, blank=True)  # who claimed it (host:pid)
     best_candidate = models.ForeignKey(

@@ -30,6 +30,12 @@ def start_evaluation(
             f"suite {suite.name} has no valid problems yet: import it and let a worker validate "
             "its problems first"
         )
+    missing = [problem.title for problem in problems if not problem.source]
+    if missing:  # imported from a results file by sha256 alone: nothing for a worker to run
+        raise RunRefused(
+            f"suite {suite.name} has problems without their source ({', '.join(missing)}): "
+            "import the suite's folder with import_suite first"
+        )
     owner = service_account()
     with transaction.atomic():
         evaluation = Evaluation.objects.create(

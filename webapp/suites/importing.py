@@ -4,7 +4,9 @@ Each `*.py` file is one problem, named after the file's stem and ordered by Kern
 index ("19_ReLU.py" comes before "100_HingeLoss.py"); the suite's level comes from the path
 ("…/level1"). Sources that fail the static checks are not stored and come back with the reason;
 the rest are stored as public problems of the service account and validated by a worker, as an
-upload is. Importing again adds what is new and keeps everything already there.
+upload is. Importing again adds what is new and keeps everything already there. A problem that
+came from a results file without its source (matched by sha256) gets its source here instead of a
+twin. A KernelBench suite gets the papers' reported rows (suites.reported).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from gpu_workers.harness.problem_source import ProblemError
+from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256
 from webapp.accounts.service_account import service_account
 from webapp.problems.models import Problem, Visibility
 from webapp.problems.upload import upload_problem
 from webapp.suites.models import Suite, SuiteProblem
+from webapp.suites.reported import attach_reported_results
 
 _LEVEL = re.compile(r"level[_-]?(\d+)", re.IGNORECASE)
 _INDEX = re.compile(r"^(\d+)")
@@ -64,6 +67,7 @@ def import_suite(
     if not files:
         raise SuiteImportError(f"{folder} has no .py problem files")
     suite = _suite(folder, name, protocol, description)
+    attach_reported_results(suite)
     owner = service_account()
     position = suite.entries.count()
     imported = []
@@ -104,7 +108,10 @@ def _import_file(suite: Suite, owner, path: Path, position: int) -> ImportedFile
     try:
         with transaction.atomic():
             title = f"{suite.name}/{path.stem}"
-            problem, _ = upload_problem(owner, title, source, Visibility.PUBLIC)
+            problem = (
+                _attach_source(owner, source)
+                or upload_problem(owner, title, source, Visibility.PUBLIC)[0]
+            )
             twin = suite.entries.filter(problem=problem).exclude(name=path.stem).first()
             if twin is not None:
                 return ImportedFile(path.stem, None, False, f"the same source as {twin.name}")
@@ -122,3 +129,14 @@ def _import_file(suite: Suite, owner, path: Path, position: int) -> ImportedFile
             "source: import the changed file under a new name or into a new suite",
         )
     return ImportedFile(path.stem, problem, added)
+
+
+def _attach_source(owner, source: str) -> Problem | None:
+    """The problem a results file stored by sha256 alone, now given this source; None when there
+    is none. Its validation and results came with the file, so it is not validated again."""
+    check_source(source)
+    waiting = Problem.objects.filter(owner=owner, sha256=source_sha256(source), source="").first()
+    if waiting is not None:
+        waiting.source = source
+        waiting.save(update_fields=["source", "sha256", "updated"])
+    return waiting

@@ -94,6 +94,8 @@ class Evaluation(models.Model):
     max_turns = models.PositiveIntegerField(null=True, blank=True)  # the fixed budget, if capped
     # The configuration's identity when it started (agent.config.AgentConfig.identity()).
     agent_identity = models.JSONField(default=dict, blank=True)
+    # Where an imported evaluation was run ("<origin>/evaluation/<id>"); empty for local work.
+    imported_from = models.CharField(max_length=300, blank=True, db_index=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

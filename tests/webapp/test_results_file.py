@@ -1,0 +1,454 @@
+"""Results files (webapp.leaderboard.results_file): a suite's results exported on the host that
+measured them and imported anywhere.
+
+The suite is made the way the product makes it: import_suite on a folder "level1" of three
+problems, the worker's validation written onto them (two valid, one rejected), baselines on the
+GPU type "cpu", a fusion evaluation started by start_evaluation whose runs then end as a worker
+ends them (one ranked, one failed), and alice's submission started by start_submission and
+ranked. Bob's private problem, with a submission of his, is outside the suite and must never
+leave the instance.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+from django.utils import timezone
+
+from tests.conftest import candidate_dir
+from tests.webapp.conftest import make_problem
+from webapp import serve
+from webapp.leaderboard import metrics
+from webapp.leaderboard.models import Grade, GradeStatus
+from webapp.leaderboard.results_file import (
+    IMPORT_USERNAME,
+    ResultsFileError,
+    export_results,
+    import_results,
+    import_results_folder,
+    write_results_file,
+)
+from webapp.problems.models import Problem, ProblemStatus
+from webapp.runs.lifecycle import RunRefused, start_submission
+from webapp.runs.models import Candidate, Run, RunStatus
+from webapp.suites.evaluation import start_evaluation
+from webapp.suites.importing import import_suite
+from webapp.suites.models import Baseline, Evaluation, ReportedResult, Suite, SuiteProblem
+
+GPU = "cpu"
+SUITE = "kb-level1"
+MODELS = (User, Problem, Suite, SuiteProblem, Baseline, Evaluation, Run, Candidate, Grade)
+MODELS += (ReportedResult,)
+
+
+def sources(relu_scale: str) -> dict[str, str]:
+    return {f"{n}_Variant{n}.py": f"{relu_scale}\n# variant {n}\n" for n in (1, 2, 3)}
+
+
+@pytest.fixture
+def folder(tmp_path, relu_scale):
+    level = tmp_path / "KernelBench" / "level1"
+    level.mkdir(parents=True)
+    for name, text in sources(relu_scale).items():
+        (level / name).write_text(text)
+    return level
+
+
+def good_files() -> dict[str, str]:
+    root = candidate_dir("cpu", "good_relu_scale")
+    return {
+        p.relative_to(root).as_posix(): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def validated(problem: Problem, n: int) -> None:
+    """What the validation worker writes."""
+    problem.status = ProblemStatus.VALID
+    problem.eager_ms, problem.compile_ms, problem.sol_ms = 2.0 * n, 1.5 * n, 0.5 * n
+    problem.flops, problem.bytes_moved, problem.validated_on = 10**9 * n, 10**8 * n, GPU
+    problem.save()
+
+
+def ended(run: Run, *, speedup: float | None, status: str = RunStatus.SUCCEEDED) -> None:
+    """What a worker writes when a run ends, and its re-grade (speedup None: no candidate)."""
+    run.status, run.started, run.finished = status, timezone.now(), timezone.now()
+    run.prompt_tokens, run.completion_tokens, run.cost_dollars, run.gpu_seconds = 900, 100, 0.5, 30
+    if speedup is None:
+        run.error = "no candidate verified"
+        run.save()
+        return
+    candidate = Candidate.objects.create(
+        run=run, seq=1, sources=good_files(), verified=True, speedup_vs_compile=speedup
+    )
+    run.best_candidate, run.best_speedup_vs_compile = candidate, speedup
+    run.save()
+    Grade.objects.create(
+        run=run,
+        candidate=candidate,
+        status=GradeStatus.RANKED,
+        verdict={"verify": {"ok": True}},
+        candidate_ms=1.0 / speedup,
+        speedup_vs_compile=speedup,
+        speedup_vs_eager=speedup * 1.5,
+        sol_fraction=0.4,
+        max_rel_err=1e-6,
+        secret_seeds=3,
+        graded=timezone.now(),
+    )
+
+
+@pytest.fixture
+def suite(folder, alice, bob, relu_scale) -> Suite:
+    suite, _ = import_suite(folder, SUITE)
+    entries = list(suite.entries.select_related("problem").order_by("position"))
+    for n, entry in enumerate(entries[:2], start=1):
+        validated(entry.problem, n)
+        Baseline.objects.create(
+            problem=entry.problem,
+            gpu_type=GPU,
+            protocol=suite.protocol,
+            eager_ms=2.0 * n,
+            compile_ms=1.5 * n,
+            compile_max_autotune_ms=1.6 * n,
+            sol_ms=0.5 * n,
+            measurements=[{"eager_ms": 2.0 * n}],
+            environment={"gpu": "cpu", "torch": "2.11.0"},
+            measured=timezone.now(),
+        )
+    entries[2].problem.status = ProblemStatus.REJECTED
+    entries[2].problem.reasons = ["its output does not depend on its inputs"]
+    entries[2].problem.save()
+    evaluation = start_evaluation(suite, "fusion", GPU, max_turns=4)
+    first, second = evaluation.runs.order_by("problem__suite_entries__position")
+    ended(first, speedup=2.0)
+    ended(second, speedup=None, status=RunStatus.FAILED)
+    ended(start_submission(alice, entries[0].problem, good_files(), GPU, "loose"), speedup=1.25)
+    private = make_problem(bob, f"{relu_scale}\n# bob's secret\n")
+    ended(start_submission(bob, private, good_files(), GPU, "loose"), speedup=3.0)
+    return suite
+
+
+def counts() -> dict[str, int]:
+    return {model.__name__: model.objects.count() for model in MODELS}
+
+
+def comparable(board: dict) -> dict:
+    """The board without what an import must change: ids, and people's names marked imported."""
+    rows = [
+        {**row, "evaluation": None, "entrant": row["entrant"].removesuffix(" (imported)")}
+        for row in board["rows"]
+    ]
+    volatile = ("id", "suite_id", "created")
+    reported = [{k: v for k, v in r.items() if k not in volatile} for r in board["reported"]]
+    reported.sort(key=lambda r: r["entrant"])
+    review = [{**r, "run": None} for r in board["under_review"]]
+    return {**board, "rows": rows, "reported": reported, "under_review": review}
+
+
+def empty_database() -> None:
+    """What a fresh instance has: nothing (cascades take runs, grades, baselines, entries)."""
+    Suite.objects.all().delete()
+    Problem.objects.all().delete()
+    User.objects.all().delete()
+    assert not any(counts().values())
+
+
+def exported(suite: Suite, **options) -> dict:
+    # Through JSON, as a file carries it.
+    return json.loads(json.dumps(export_results(suite, GPU, origin="gpu-host", **options)))
+
+
+# ---- the round trip ---------------------------------------------------------------------------
+
+
+def test_it_shows_the_same_board_after_export_and_import_into_an_empty_database(suite):
+    before = metrics.board(suite, GPU)
+    data = exported(suite)
+    empty_database()
+
+    summary = import_results(data)
+
+    after = metrics.board(Suite.objects.get(name=SUITE), GPU)
+    assert comparable(after) == comparable(before)
+    assert [row["entrant"] for row in after["rows"]] == [
+        "fusion",
+        "alice (imported)",
+        metrics.COMPILER,
+    ]
+    assert (summary.problems, summary.problems_added, summary.evaluations, summary.runs) == (
+        3,
+        3,
+        1,
+        3,
+    )
+
+
+def test_it_marks_imported_work_as_imported_and_final(suite):
+    data = exported(suite)
+    empty_database()
+    import_results(data)
+
+    runs = Run.objects.all()
+    assert {run.status for run in runs} == {RunStatus.SUCCEEDED, RunStatus.FAILED}
+    assert all(run.imported_from.startswith("gpu-host/run/") for run in runs)
+    evaluation = Evaluation.objects.get()
+    assert evaluation.imported_from.startswith("gpu-host/evaluation/")
+    assert evaluation.owner.username == IMPORT_USERNAME
+    owners = User.objects.filter(runs__in=runs).distinct()
+    assert sorted(owners.values_list("username", flat=True)) == [
+        "alice (imported)",
+        IMPORT_USERNAME,
+    ]
+    assert not any(owner.is_active or owner.has_usable_password() for owner in owners)
+    assert {b.environment["imported_from"] for b in Baseline.objects.all()} == {"gpu-host"}
+
+
+def test_it_keeps_candidates_grades_and_validation(suite):
+    original = Run.objects.get(evaluation__isnull=False, status=RunStatus.SUCCEEDED)
+    data = exported(suite)
+    empty_database()
+    import_results(data)
+
+    run = Run.objects.get(evaluation__isnull=False, status=RunStatus.SUCCEEDED)
+    assert run.best_candidate.sources == good_files()
+    assert (run.grade.status, run.grade.secret_seeds, run.grade.speedup_vs_compile) == (
+        GradeStatus.RANKED,
+        3,
+        2.0,
+    )
+    assert run.created == original.created
+    valid = Problem.objects.get(title=f"{SUITE}/1_Variant1")
+    assert (valid.status, valid.flops, valid.validated_on, valid.source) == (
+        ProblemStatus.VALID,
+        10**9,
+        GPU,
+        "",
+    )
+    rejected = Problem.objects.get(title=f"{SUITE}/3_Variant3")
+    assert rejected.reasons == ["its output does not depend on its inputs"]
+
+
+# ---- idempotence ------------------------------------------------------------------------------
+
+
+def test_importing_the_same_file_twice_changes_nothing(suite):
+    data = exported(suite)
+    empty_database()
+    import_results(data)
+    stored, board = counts(), comparable(metrics.board(Suite.objects.get(), GPU))
+
+    summary = import_results(data)
+
+    assert counts() == stored
+    assert comparable(metrics.board(Suite.objects.get(), GPU)) == board
+    assert (summary.problems_added, summary.runs_added) == (0, 0)
+
+
+def test_a_newer_export_of_the_same_suite_updates_in_place(suite):
+    older = exported(suite)
+    empty_database()
+    import_results(older)
+    stored = counts()
+    newer = copy.deepcopy(older)
+    newer["evaluations"][0]["runs"][0]["grade"]["speedup_vs_compile"] = 4.0
+
+    import_results(newer)
+
+    assert counts() == stored
+    assert Grade.objects.get(run__evaluation__isnull=False).speedup_vs_compile == 4.0
+
+
+def test_importing_into_the_instance_that_exported_adds_only_marked_copies(suite):
+    """The exporting host's own runs stay; the import keys them apart from local work."""
+    local_runs = Run.objects.count()
+    data = exported(suite)
+    import_results(data)
+    import_results(data)
+    assert Problem.objects.count() == 4  # matched by sha256: the suite's three and bob's
+    assert Run.objects.count() == local_runs + 3
+
+
+# ---- bad files are refused and nothing changes ------------------------------------------------
+
+
+def refused(data: dict, expected: str) -> None:
+    stored = counts()
+    grades = list(Grade.objects.values_list("speedup_vs_compile", flat=True).order_by("pk"))
+    with pytest.raises(ResultsFileError) as caught:
+        import_results(data)
+    assert expected in str(caught.value)
+    assert counts() == stored
+    assert list(Grade.objects.values_list("speedup_vs_compile", flat=True).order_by("pk")) == grades
+
+
+@pytest.fixture
+def imported(suite) -> dict:
+    data = exported(suite, with_sources=True)
+    empty_database()
+    import_results(data)
+    return data
+
+
+def test_it_refuses_another_format_version(imported):
+    data = {**imported, "version": 99}
+    refused(data, "format version 99 is not one this instance reads")
+
+
+def test_it_refuses_a_missing_field_and_names_it(imported):
+    data = copy.deepcopy(imported)
+    del data["problems"][1]["status"]
+    refused(data, "problems[1]: missing status")
+    del data["evaluations"][0]["runs"][0]["gpu_seconds"]
+    data["problems"][1]["status"] = "valid"
+    refused(data, "evaluations[0].runs[0]: missing gpu_seconds")
+
+
+def test_it_refuses_a_problem_whose_sha256_disagrees_with_its_source(imported):
+    data = copy.deepcopy(imported)
+    data["problems"][0]["source"] += "\n# edited after export\n"
+    data["evaluations"][0]["runs"][0]["grade"]["speedup_vs_compile"] = 9.0
+    refused(data, "problems[0] (1_Variant1): its source's sha256 is")
+
+
+def test_a_conflict_found_while_writing_undoes_the_whole_import(imported):
+    """A problem unknown here whose name the suite already gives another problem: found only
+    after the new problem is stored, so the transaction must take it back."""
+    data = copy.deepcopy(imported)
+    entry = data["problems"][2]
+    entry["sha256"], entry["source"] = "0" * 64, ""
+    data["evaluations"][0]["runs"][0]["grade"]["speedup_vs_compile"] = 9.0
+    refused(data, "3_Variant3 (sha256 000000000000) does not match suite kb-level1")
+
+
+def test_it_refuses_a_run_that_is_not_final(imported):
+    data = copy.deepcopy(imported)
+    data["submissions"][0]["status"] = "queued"
+    refused(data, "submissions[0]: status 'queued' is not final")
+
+
+# ---- sources --------------------------------------------------------------------------------
+
+
+def test_a_problem_imported_without_source_gets_it_from_import_suite(suite, folder):
+    data = exported(suite)
+    assert not any("source" in problem for problem in data["problems"])
+    empty_database()
+    import_results(data)
+    waiting = Problem.objects.get(title=f"{SUITE}/1_Variant1")
+    stored = counts()
+
+    imported_suite, files = import_suite(folder, SUITE)
+
+    assert counts() == stored  # no twin problem, entry or reported row
+    waiting.refresh_from_db()
+    assert waiting.source == (folder / "1_Variant1.py").read_text()
+    assert waiting.sha256 == data["problems"][0]["sha256"]
+    assert waiting.status == ProblemStatus.VALID  # the file's validation stands
+    assert [item.problem for item in files][0] == waiting
+
+
+def test_a_problem_without_its_source_shows_but_never_runs(suite):
+    data = exported(suite)
+    empty_database()
+    import_results(data)
+    waiting = Problem.objects.get(title=f"{SUITE}/1_Variant1")
+    alice = User.objects.create_user("alice")
+
+    assert Client().get(f"/problems/{waiting.pk}/").status_code == 200
+    page = Client().get(f"/suites/{SUITE}/?gpu_type={GPU}")
+    assert page.status_code == 200 and "1_Variant1" in page.content.decode()
+    with pytest.raises(RunRefused, match="without its source"):
+        start_submission(alice, waiting, good_files(), GPU, "loose")
+    with pytest.raises(RunRefused, match="without their source"):
+        start_evaluation(Suite.objects.get(), "fusion", GPU)
+    assert not Run.objects.filter(imported_from="").exists()
+
+
+def test_a_private_problem_never_appears_in_an_export(suite, bob):
+    secret = Problem.objects.get(owner=bob)
+    text = json.dumps(export_results(suite, GPU, with_sources=True))
+    assert secret.sha256 not in text and "bob" not in text and "bob's secret" not in text
+
+    SuiteProblem.objects.create(suite=suite, problem=secret, name="9_Secret", position=9)
+    with pytest.raises(ResultsFileError, match="holds private problems \\(9_Secret\\)"):
+        export_results(suite, GPU)
+
+
+# ---- reported rows ----------------------------------------------------------------------------
+
+
+def test_a_kernelbench_suite_gets_the_papers_reported_rows_once(suite, folder):
+    rows = ReportedResult.objects.filter(suite=suite)
+    assert rows.count() == 3
+    import_suite(folder, SUITE)
+    assert rows.count() == 3
+    cuda_agent = rows.get(entrant__startswith="CUDA Agent")
+    assert (cuda_agent.correct_rate, cuda_agent.fast_1_0_vs_compile) == (0.988, 0.968)
+    assert cuda_agent.geomean_speedup_vs_compile == 2.11
+    assert "levels 1-3 combined" in cuda_agent.note
+    assert cuda_agent.url == "https://arxiv.org/abs/2602.24286"
+    opus = rows.get(entrant__startswith="Claude Opus 4.5")
+    assert opus.geomean_speedup_vs_compile is None and "1.42-1.46x" in opus.note
+    board = metrics.board(suite, GPU)
+    assert len(board["reported"]) == 3
+    assert not {r["entrant"] for r in board["rows"]} & {r.entrant for r in rows}
+
+
+def test_a_suite_of_no_kernelbench_level_gets_no_reported_rows(db, tmp_path, relu_scale):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "op.py").write_text(relu_scale)
+    suite, _ = import_suite(tmp_path / "mine", "mine")
+    assert suite.level is None and not suite.reported_results.exists()
+
+
+# ---- commands and make run ------------------------------------------------------------------
+
+
+def test_the_commands_export_and_import_a_file(suite, tmp_path, capsys):
+    path = tmp_path / "kb-level1-cpu.json"
+    call_command("export_results", suite=SUITE, gpu=GPU, output=str(path), origin="gpu-host")
+    empty_database()
+    call_command("import_results", str(path))
+    out = capsys.readouterr().out
+    assert "3 problems, 2 baselines, 1 evaluations, 3 runs" in out
+    assert "from gpu-host: 3 problems (3 new)" in out
+
+    path.write_text(path.read_text().replace('"version": 1', '"version": 2'))
+    with pytest.raises(CommandError, match="format version 2"):
+        call_command("import_results", str(path))
+
+
+def test_serve_imports_the_committed_results_once(suite, tmp_path, capsys):
+    results = tmp_path / "results"
+    results.mkdir()
+    write_results_file(exported(suite), results / "kb-level1-cpu.json")
+    (results / "broken.json").write_text("{")
+    empty_database()
+
+    serve.import_committed_results(results)
+    stored = counts()
+    serve.import_committed_results(results)
+
+    assert counts() == stored
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith("results broken.json: not imported: ")
+    assert lines[1] == (
+        "results kb-level1-cpu.json: suite kb-level1 on cpu (loose) from gpu-host: "
+        "3 problems (3 new), 2 baselines, 1 evaluations, 3 runs (3 new)"
+    )
+    assert lines[3].endswith("3 problems (0 new), 2 baselines, 1 evaluations, 3 runs (0 new)")
+    assert metrics.board(Suite.objects.get(), GPU)["rows"][0]["correct"] == 1
+
+
+def test_every_committed_results_file_imports(db):
+    folder = serve.REPO / "benchmarks" / "results"
+    assert all("not imported" not in line for line in import_results_folder(folder))
