@@ -2,7 +2,7 @@
 
 The figures live in one committed file, benchmarks/reported/kernelbench.json, with their citation
 and URL. A suite of a level the file names (KernelBench's levels 1, 2 and 3) gets one
-ReportedResult per row when it is imported (import_suite or import_results); attaching again
+ReportedResult per row of its level, and per row over all levels, when it is imported (import_suite or import_results); attaching again
 updates the rows in place, so a re-import never duplicates them. Reported rows are shown apart
 and never ranked (leaderboard.metrics).
 """
@@ -26,7 +26,9 @@ def attach_reported_results(suite: Suite, path: Path = KERNELBENCH_FIGURES) -> i
     figures = json.loads(path.read_text())
     if suite.level not in figures["levels"]:
         return 0
-    for reported in figures["rows"]:
+    # a row with a level is that level's figure; one without is over all the levels
+    rows = [row for row in figures["rows"] if row.get("level", suite.level) == suite.level]
+    for reported in rows:
         ReportedResult.objects.update_or_create(
             suite=suite,
             entrant=reported["entrant"],
@@ -37,4 +39,4 @@ def attach_reported_results(suite: Suite, path: Path = KERNELBENCH_FIGURES) -> i
                 **{field: reported[field] for field in FIGURES},
             },
         )
-    return len(figures["rows"])
+    return len(rows)
