@@ -2,9 +2,9 @@
 
 The figures live in one committed file, benchmarks/reported/kernelbench.json, with their citation
 and URL. A suite of a level the file names (KernelBench's levels 1, 2 and 3) gets one
-ReportedResult per row of its level, and per row over all levels, when it is imported (import_suite or import_results); attaching again
-updates the rows in place, so a re-import never duplicates them. Reported rows are shown apart
-and never ranked (leaderboard.metrics).
+ReportedResult per row of its level and per row over all levels when it is imported (import_suite
+or import_results); attaching again updates the rows in place, so a re-import never duplicates
+them. Reported rows are shown apart and never ranked (leaderboard.metrics).
 """
 
 from __future__ import annotations
