@@ -4,8 +4,10 @@ baseline_measurement and regrade.
 Start a worker per GPU, pinned, on its type's queue:
     CUDA_VISIBLE_DEVICES=0 celery -A webapp.celery worker -Q gpu.h100 --concurrency 2
 Tasks are acknowledged late and re-delivered if the worker dies; every job is idempotent.
-Each worker also reaps runs whose worker died (webapp.runs.recovery): at start, then every
-REAP_EVERY_S seconds (more often when settings.RUN_STALE_AFTER_S is short, as in tests).
+Each worker, as it starts, sends again the work the database says is waiting (its task may have
+been lost with the broker: gpu_workers.waiting_work), then reaps runs whose worker died
+(webapp.runs.recovery): at start, then every REAP_EVERY_S seconds (more often when
+settings.RUN_STALE_AFTER_S is short, as in tests).
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection
 
-from gpu_workers import agent_run, baseline_measurement, problem_validation, regrade
+from gpu_workers import (
+    agent_run,
+    baseline_measurement,
+    problem_validation,
+    regrade,
+    waiting_work,
+)
 from webapp.celery import MEASURE_BASELINES, REGRADE_RUN, RUN_AGENT, VALIDATE_PROBLEM, app
 from webapp.runs.recovery import reap_stale_runs
 
@@ -51,6 +59,7 @@ _reaper_stop = threading.Event()
 
 def _reap_forever() -> None:
     try:
+        _resend_waiting_work()
         while True:
             try:
                 reap_stale_runs()
@@ -60,6 +69,16 @@ def _reap_forever() -> None:
                 return
     finally:
         connection.close()
+
+
+def _resend_waiting_work() -> None:
+    try:
+        sent = waiting_work.resend_waiting_work(settings.GPU_TYPES)
+    except Exception:  # the database may be away: the tasks still in the broker still run
+        log.warning("resending waiting work failed", exc_info=True)
+        return
+    if any(sent.values()):
+        log.info("sent waiting work again: %s", sent)
 
 
 @worker_ready.connect

@@ -97,3 +97,27 @@ def test_a_run_survives_its_worker_being_killed(stack, alice, relu_scale):
     assert states[-1] == "ended" and events[-1]["payload"]["run_status"] == "succeeded"
     status, run = stack.api("GET", f"/api/runs/{run['id']}", token)
     assert (run["status"], run["attempts"]) == ("succeeded", 2)
+
+
+def test_a_run_queued_while_the_broker_lost_its_tasks_still_runs(redis_server, tmp_path, alice,
+                                                                 relu_scale):  # fmt: skip
+    """The GPU host went away with its broker: the run is queued in the database but its task
+    is gone. The next worker to start sends it again."""
+    import redis
+
+    stack = LiveStack(tmp_path).start_web()  # no worker yet: the task waits in the broker
+    try:
+        problem = make_problem(alice, relu_scale)
+        _, token = issue_token(alice)
+        body = {"problem_id": problem.pk, "agent": "scripted-demo", "gpu_type": "cpu"}
+        status, run = stack.api("POST", "/api/runs", token, body)
+        assert status == 201, run
+        broker = redis.Redis.from_url(redis_server)
+        stack.wait_for(lambda: broker.llen("gpu.cpu") or None, 30, "the task in the broker")
+        broker.delete("gpu.cpu")  # lost with the host
+        stack.start_worker("worker-1")
+
+        events = watch(stack, run["id"], token)
+        assert events[-1]["payload"]["run_status"] == "succeeded", stack.logs()
+    finally:
+        stack.stop()

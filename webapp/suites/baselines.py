@@ -25,11 +25,19 @@ def request_baselines(suite: Suite, gpu_type: str, protocol: str, repeats: int) 
             row, _ = Baseline.objects.get_or_create(
                 problem=problem, gpu_type=gpu_type, protocol=protocol
             )
-            Baseline.objects.filter(pk=row.pk).update(requested=timezone.now(), error="")
+            Baseline.objects.filter(pk=row.pk).update(
+                requested=timezone.now(), error="", repeats=repeats
+            )
             rows.append(row)
         ids = [row.pk for row in rows]
         transaction.on_commit(lambda: _send(ids, gpu_type, repeats))
     return rows
+
+
+def resend_baseline(baseline: Baseline) -> None:
+    """The request again, as it was made (after its task was lost with the broker)."""
+    ids, gpu_type, repeats = [baseline.pk], baseline.gpu_type, baseline.repeats
+    transaction.on_commit(lambda: _send(ids, gpu_type, repeats))
 
 
 def _send(ids: list[int], gpu_type: str, repeats: int) -> None:

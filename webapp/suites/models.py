@@ -69,6 +69,8 @@ class Baseline(models.Model):
     environment = models.JSONField(default=dict, blank=True)  # GPU, driver, CUDA, torch, clocks
     error = models.TextField(blank=True)  # why the last measurement failed
     requested = models.DateTimeField(null=True, blank=True)
+    # fresh processes the last request asked for, so a request resent after a lost task is the same
+    repeats = models.PositiveSmallIntegerField(default=1)
     measured = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -1,0 +1,84 @@
+"""gpu_workers.waiting_work: what the database says is waiting goes to the workers again when a
+worker starts (its task may have gone with the broker), each item once per start and only after
+the transaction commits; finished work, other GPU types and failed baselines stay as they are."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from gpu_workers.waiting_work import resend_waiting_work
+from tests.conftest import problem_source
+from tests.webapp.conftest import make_problem, make_run
+from webapp.leaderboard import grading
+from webapp.leaderboard.models import Grade
+from webapp.problems import validation
+from webapp.problems.models import ProblemStatus
+from webapp.runs import lifecycle
+from webapp.runs.models import Candidate, RunStatus
+from webapp.suites import baselines
+from webapp.suites.models import Baseline
+
+
+@pytest.fixture
+def sent(monkeypatch) -> dict[str, list]:
+    """What each kind of task would have carried to the broker."""
+    sent = {"runs": [], "problems": [], "baselines": [], "grades": []}
+    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [lambda *a: sent["runs"].append(a)])
+    monkeypatch.setattr(validation, "VALIDATION_HOOKS", [lambda *a: sent["problems"].append(a)])
+    monkeypatch.setattr(baselines, "BASELINE_HOOKS", [lambda *a: sent["baselines"].append(a)])
+    monkeypatch.setattr(grading, "REGRADE_HOOKS", [lambda *a: sent["grades"].append(a)])
+    return sent
+
+
+def test_every_kind_of_waiting_work_is_sent_again_once(
+    alice, relu_scale, sent, django_capture_on_commit_callbacks
+):
+    valid = make_problem(alice, relu_scale)
+    pending = make_problem(alice, problem_source("row_sum"), valid=False)
+    queued = make_run(alice, valid)
+    graded = make_run(alice, valid)
+    best = Candidate.objects.create(run=graded, seq=1, sources={}, verified=True)
+    graded.status, graded.best_candidate = RunStatus.SUCCEEDED, best
+    graded.save()
+    Grade.objects.create(run=graded, candidate=best)
+    baseline = Baseline.objects.create(
+        problem=valid, gpu_type="cpu", protocol="loose", requested=timezone.now(), repeats=2
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = resend_waiting_work(["cpu"])
+        assert sent == {"runs": [], "problems": [], "baselines": [], "grades": []}
+
+    assert counts == {"runs": 1, "problems": 1, "baselines": 1, "grades": 1}
+    assert sent["runs"] == [(queued.pk, "cpu")]
+    assert sent["problems"] == [(pending.pk,)]
+    assert sent["baselines"] == [(baseline.pk, "cpu", 2)]  # as it was requested
+    assert sent["grades"] == [(graded.pk, "cpu")]
+
+
+def test_finished_failed_and_foreign_work_is_left_alone(
+    alice, relu_scale, sent, django_capture_on_commit_callbacks
+):
+    """Known-bad beside the test above: the same rows, each one state further on."""
+    valid = make_problem(alice, relu_scale)
+    rejected = make_problem(alice, problem_source("row_sum"), valid=False)
+    rejected.status = ProblemStatus.REJECTED
+    rejected.save()
+    done = make_run(alice, valid)
+    done.status = RunStatus.SUCCEEDED
+    done.save()
+    now = timezone.now()
+    Baseline.objects.create(problem=valid, gpu_type="cpu", protocol="loose", requested=now,
+                            measured=now)  # fmt: skip
+    Baseline.objects.create(problem=valid, gpu_type="cpu", protocol="strict", requested=now,
+                            error="out of memory")  # fmt: skip
+    elsewhere = make_run(alice, valid)
+    elsewhere.gpu_type = "h100"
+    elsewhere.save()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = resend_waiting_work(["cpu"])
+
+    assert counts == {"runs": 0, "problems": 0, "baselines": 0, "grades": 0}
+    assert sent == {"runs": [], "problems": [], "baselines": [], "grades": []}
