@@ -1,35 +1,65 @@
 """Waiting, from a management command, for work the GPU workers do: polls the database and
-prints progress whenever it changes."""
+prints progress (done of total, failures, an estimate of the time left) whenever it changes."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.core.management.base import CommandError, OutputWrapper
 
 POLL_S = 2.0
 
 
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    failed: int = 0  # of the done ones
+
+    @property
+    def left(self) -> int:
+        return self.total - self.done
+
+
+def progress_line(what: str, now: Progress, first: Progress, elapsed_s: float) -> str:
+    """ "baselines: 12 of 100 done, 1 failed, about 14 min left". The estimate is the pace of
+    what finished while this command watched, so work done before it started does not skew it."""
+    line = f"{what}: {now.done} of {now.total} done"
+    if now.failed:
+        line += f", {now.failed} failed"
+    finished = now.done - first.done
+    if now.left and finished > 0:
+        line += f", about {_minutes(elapsed_s / finished * now.left)} left"
+    return line
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 def wait_for(
-    remaining: Callable[[], tuple[int, str]], timeout_s: float, out: OutputWrapper, what: str
+    progress: Callable[[], Progress], timeout_s: float, out: OutputWrapper, what: str
 ) -> None:
-    """Returns once `remaining()` reports 0 left; its text is the progress line. Raises a
+    """Returns once nothing is left; prints a progress line whenever the counts change. Raises a
     CommandError naming what to check when the workers do not finish in time."""
-    deadline = time.monotonic() + timeout_s
-    last = None
+    started = time.monotonic()
+    deadline = started + timeout_s
+    first = last = None
     while True:
-        left, progress = remaining()
-        if progress != last:
-            out.write(progress)
-            last = progress
-        if left == 0:
+        now = progress()
+        first = first or now
+        if now != last:
+            out.write(progress_line(what, now, first, time.monotonic() - started))
+            last = now
+        if now.left <= 0:
             return
         if time.monotonic() > deadline:
             raise CommandError(
-                f"{what}: {left} not finished after {timeout_s:.0f} s. Is a worker running on "
-                "the queue? (`make run` starts one; in production `celery -A webapp.celery "
+                f"{what}: {now.left} not finished after {timeout_s:.0f} s. Is a worker running "
+                "on the queue? (`make run` starts one; in production `celery -A webapp.celery "
                 "worker -Q gpu.<type>`.) The work stays queued and finishes when one runs; "
-                "run this command again with --no-wait to only enqueue."
+                "run this command again to follow it, or with --no-wait to only enqueue."
             )
         time.sleep(POLL_S)

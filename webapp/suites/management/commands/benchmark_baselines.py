@@ -11,7 +11,7 @@ from django.db.models import F, Q
 from webapp.runs import choices
 from webapp.suites.baselines import request_baselines
 from webapp.suites.management.suite_option import check_choice, get_suite
-from webapp.suites.management.waiting import wait_for
+from webapp.suites.management.waiting import Progress, wait_for
 from webapp.suites.models import Baseline
 
 
@@ -57,11 +57,12 @@ class Command(BaseCommand):
             return
         ids = [row.pk for row in rows]
 
-        def remaining() -> tuple[int, str]:
-            left = Baseline.objects.filter(pk__in=ids).exclude(done).count()
-            return left, f"measuring: {left} of {len(ids)} problems left"
+        def progress() -> Progress:
+            rows = Baseline.objects.filter(pk__in=ids)
+            failed = rows.exclude(error="").count()
+            return Progress(done=rows.filter(done).count(), total=len(ids), failed=failed)
 
-        wait_for(remaining, options["timeout"], self.stdout, "baselines")
+        wait_for(progress, options["timeout"], self.stdout, "baselines")
         for row in Baseline.objects.filter(pk__in=ids).select_related("problem"):
             self.stdout.write(_line(row))
 

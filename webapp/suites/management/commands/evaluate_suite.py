@@ -6,9 +6,10 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.runs.lifecycle import RunRefused
+from webapp.runs.models import RunStatus
 from webapp.suites.evaluation import start_evaluation, unfinished
 from webapp.suites.management.suite_option import get_suite
-from webapp.suites.management.waiting import wait_for
+from webapp.suites.management.waiting import Progress, wait_for
 from webapp.suites.models import Evaluation
 
 
@@ -65,11 +66,11 @@ class Command(BaseCommand):
     def _wait(self, evaluation: Evaluation, timeout_s: float) -> None:
         total = evaluation.runs.count()
 
-        def remaining() -> tuple[int, str]:
-            left = unfinished(evaluation)
-            return left, f"evaluation {evaluation.pk}: {left} of {total} runs or re-grades left"
+        def progress() -> Progress:
+            failed = evaluation.runs.filter(status=RunStatus.FAILED).count()
+            return Progress(done=total - unfinished(evaluation), total=total, failed=failed)
 
-        wait_for(remaining, timeout_s, self.stdout, "evaluation")
+        wait_for(progress, timeout_s, self.stdout, f"evaluation {evaluation.pk} (runs, re-grades)")
         for run in evaluation.runs.select_related("problem", "grade").order_by("pk"):
             grade = getattr(run, "grade", None)
             state = grade.status if grade else "no verified candidate"

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from webapp.problems.models import ProblemStatus
 from webapp.suites.importing import SuiteImportError, import_suite
-from webapp.suites.management.waiting import wait_for
+from webapp.suites.management.waiting import Progress, wait_for
 
 UNFINISHED = (ProblemStatus.PENDING, ProblemStatus.VALIDATING)
 
@@ -48,11 +48,13 @@ class Command(BaseCommand):
             return
         entries = suite.entries.select_related("problem")
 
-        def remaining() -> tuple[int, str]:
+        def progress() -> Progress:
+            total = entries.count()
             left = entries.filter(problem__status__in=UNFINISHED).count()
-            return left, f"validating: {left} of {entries.count()} problems left"
+            rejected = entries.filter(problem__status=ProblemStatus.REJECTED).count()
+            return Progress(done=total - left, total=total, failed=rejected)
 
-        wait_for(remaining, options["timeout"], self.stdout, "validation")
+        wait_for(progress, options["timeout"], self.stdout, "validation")
         self._summary(entries)
 
     def _summary(self, entries) -> None:
