@@ -16,20 +16,10 @@ from django.utils import timezone
 from gpu_workers.agent_run import device_for
 from gpu_workers.harness.protocol import by_name
 from gpu_workers.harness.session import Session
-from webapp.leaderboard.models import Grade, GradeStatus
+from webapp.leaderboard.models import MEASURED_FIELDS, Grade, GradeStatus
 
 log = logging.getLogger(__name__)
 SECRET_SEEDS = 3
-_NUMBERS = (
-    "candidate_ms",
-    "eager_ms",
-    "compile_ms",
-    "compile_max_autotune_ms",
-    "speedup_vs_eager",
-    "speedup_vs_compile",
-    "sol_ms",
-    "sol_fraction",
-)
 
 
 def regrade(run_id: int, worker: str) -> str:
@@ -58,7 +48,7 @@ def regrade(run_id: int, worker: str) -> str:
         secret_seeds=SECRET_SEEDS,
         worker=worker,
         graded=timezone.now(),
-        **{key: profiled.get(key) for key in _NUMBERS},
+        **{key: profiled.get(key) for key in MEASURED_FIELDS},
     )
     return f"run {run_id} re-graded: {status}"
 

@@ -3,7 +3,7 @@ held under review (its status and reasons), nothing else."""
 
 from django.contrib import admin
 
-from webapp.leaderboard.models import Grade
+from webapp.leaderboard.models import MEASURED_FIELDS, Grade
 
 
 @admin.register(Grade)
@@ -25,14 +25,7 @@ class GradeAdmin(admin.ModelAdmin):
         "run",
         "candidate",
         "verdict",
-        "candidate_ms",
-        "eager_ms",
-        "compile_ms",
-        "compile_max_autotune_ms",
-        "speedup_vs_eager",
-        "speedup_vs_compile",
-        "sol_ms",
-        "sol_fraction",
+        *MEASURED_FIELDS,
         "max_rel_err",
         "secret_seeds",
         "worker",

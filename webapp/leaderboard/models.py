@@ -17,6 +17,19 @@ class GradeStatus(models.TextChoices):
     UNDER_REVIEW = "under_review"  # `reasons` says why; never ranked
 
 
+# The re-grade's measured numbers, named as in the harness's profile verdict.
+MEASURED_FIELDS = (
+    "candidate_ms",
+    "eager_ms",
+    "compile_ms",
+    "compile_max_autotune_ms",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "sol_ms",
+    "sol_fraction",
+)
+
+
 class Grade(models.Model):
     run = models.OneToOneField("runs.Run", models.CASCADE, related_name="grade")
     candidate = models.ForeignKey("runs.Candidate", models.CASCADE, related_name="grades")

@@ -37,7 +37,7 @@ from django.utils.dateparse import parse_datetime
 
 from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256
 from webapp.accounts.service_account import service_account
-from webapp.leaderboard.models import Grade, GradeStatus
+from webapp.leaderboard.models import MEASURED_FIELDS, Grade, GradeStatus
 from webapp.problems.models import Problem, ProblemStatus, Visibility
 from webapp.runs.models import Candidate, Run, RunKind, RunStatus
 from webapp.suites.models import Baseline, Evaluation, ReportedResult, Suite, SuiteProblem
@@ -89,14 +89,7 @@ GRADE_FIELDS = (
     "status",
     "reasons",
     "verdict",
-    "candidate_ms",
-    "eager_ms",
-    "compile_ms",
-    "compile_max_autotune_ms",
-    "speedup_vs_eager",
-    "speedup_vs_compile",
-    "sol_ms",
-    "sol_fraction",
+    *MEASURED_FIELDS,
     "max_rel_err",
     "secret_seeds",
     "graded",
