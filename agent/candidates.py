@@ -7,15 +7,10 @@ fastest verified candidate, whether or not the agent ever calls finish.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 
 from agent.reward import milestone_reward
-
-
-def sources_digest(sources: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
+from gpu_workers.harness.vocabulary import sources_digest
 
 
 @dataclass

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from agent.backends import Backend, BackendError, ContextLengthExceeded, Reply, ToolCall
-from agent.candidates import Candidate, Candidates, sources_digest
+from agent.candidates import Candidate, Candidates
 from agent.config import AgentConfig
 from agent.prompts import initial_messages
 from agent.tools import TOOL_NAMES, TOOLS, ToolCallError, ToolResult, check_arguments, run_tool
 from agent.workspace import Workspace
+from gpu_workers.harness.vocabulary import sources_digest
 
 EVENT_KINDS = ("thought", "tool_call", "tool_result", "candidate", "status", "error")
 MAX_EVENT_LOG_CHARS = 20_000

@@ -23,6 +23,7 @@ from agent.submission import submission_backend, submission_config
 from gpu_workers.harness import environment, gpu_lock, protocol
 from gpu_workers.harness import settings as harness_settings
 from gpu_workers.harness.session import Session
+from gpu_workers.harness.vocabulary import device_for
 from gpu_workers.heartbeat import Heartbeat
 from gpu_workers.trace_recorder import TraceRecorder
 from webapp.leaderboard.grading import enqueue_regrade
@@ -38,11 +39,6 @@ TIME_LIMIT_MARGIN_S = 120
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def device_for(gpu_type: str) -> str:
-    """The harness target of a GPU type: its own queue name for the cpu target, cuda otherwise."""
-    return "cpu" if gpu_type == "cpu" else "cuda"
 
 
 def run(run_id: int, worker: str) -> str:

@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from gpu_workers.harness.vocabulary import SUBMISSION_AGENT
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import choices
 from webapp.runs.models import ACTIVE, Run, RunKind, RunStatus
@@ -26,9 +27,6 @@ from webapp.runs.submission import check_files
 from webapp.runs.trace import record_event
 
 RUN_HOOKS: list[Callable[[int, str], None]] = []
-# The `agent` of a person's submission (agent.submission.NAME; the web process imports no agent
-# code beyond its configuration).
-SUBMISSION_AGENT = "submission"
 
 
 class RunRefused(Exception):
