@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agent.backends import make_backend
+from agent.backend_choice import make_backend
 from agent.config import load_agent
 from agent.loop import Agent, RunResult
 from agent.submission import submission_backend, submission_config
@@ -83,13 +83,13 @@ def _run_agent(run: Run) -> RunResult:
     recorder = TraceRecorder(run, context)
     with Session(run.problem.source, device=device, protocol=proto) as session:
         agent = Agent(config, backend, session, recorder, should_stop=recorder.cancel_reason)
-        recorder.agent = agent
         return agent.run()
 
 
 def _finish(run: Run, result: RunResult | None, detail: str, gpu_seconds: float) -> str:
     with transaction.atomic():
-        # Locked so that a cancel arriving now is either seen here or refused there.
+        # Locked so that a cancel arriving now is either seen here or refused there. The best is
+        # the one the recorder stored, ranked across attempts (result.best knows only this one).
         current, best_id = (
             Run.objects.select_for_update()
             .filter(pk=run.pk)

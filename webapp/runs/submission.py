@@ -16,18 +16,23 @@ from pathlib import PurePosixPath
 
 from gpu_workers.harness.vocabulary import device_for
 from gpu_workers.harness.workspace_paths import MAX_FILE_BYTES, writable_path
+from webapp.errors import Unprocessable
 
 MODEL_NEW = "model_new.py"
 MAX_FILES = 32
 
 
-class BadSubmission(ValueError):
+class BadSubmission(Unprocessable):
     """The submitted files cannot be checked as they are (HTTP 422); the message says what to
     fix, one sentence per file at fault."""
 
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__("; ".join(problems))
+
+    @property
+    def reasons(self) -> list[str]:
+        return self.problems
 
 
 def _too_big(name: str, size: int) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from webapp.leaderboard.evaluation import start_evaluation, unfinished
 from webapp.runs.lifecycle import RunRefused
-from webapp.suites.evaluation import start_evaluation, unfinished
 from webapp.suites.management.suite_option import get_suite
 from webapp.suites.management.waiting import wait_for
 from webapp.suites.models import Evaluation
