@@ -16,6 +16,15 @@ router = Router(tags=["runs"])
 # POST /api/problems/{id}/submissions: mounted beside the problems' own routes, here because it
 # starts a run.
 problem_submissions = Router(tags=["problems"])
+# What a route that starts a run answers: the refusals come from webapp/errors.py's handler.
+STARTS_A_RUN = {
+    201: RunOut,
+    401: ErrorOut,
+    404: ErrorOut,
+    409: ErrorOut,
+    422: ErrorOut,
+    429: ErrorOut,
+}
 
 
 class ListParams(Schema):
@@ -40,14 +49,7 @@ def _not_found(run_id: int) -> Status:
 
 @router.post(
     "",
-    response={
-        201: RunOut,
-        401: ErrorOut,
-        404: ErrorOut,
-        409: ErrorOut,
-        422: ErrorOut,
-        429: ErrorOut,
-    },
+    response=STARTS_A_RUN,
     summary="Start a run",
 )
 def create_run(request: HttpRequest, body: RunIn):
@@ -155,14 +157,7 @@ def _best_seq(run: Run) -> int | None:
 
 @problem_submissions.post(
     "/{problem_id}/submissions",
-    response={
-        201: RunOut,
-        401: ErrorOut,
-        404: ErrorOut,
-        409: ErrorOut,
-        422: ErrorOut,
-        429: ErrorOut,
-    },
+    response=STARTS_A_RUN,
     summary="Submit your own kernel",
 )
 def submit_kernel(request: HttpRequest, problem_id: int, body: SubmissionIn):
