@@ -2,20 +2,31 @@
 
 A candidate is the writable sources at the moment the agent verified or profiled them, keyed by
 their content so that profiling the same sources twice updates one record. The result is the
-fastest verified candidate, whether or not the agent ever calls finish.
+fastest verified candidate, whether or not the agent ever calls finish; `ranking` is the one
+rule for "fastest", used here, by the worker's trace recorder (across a run's attempts) and so by
+the run's end.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 
 from agent.reward import milestone_reward
+from gpu_workers.harness.vocabulary import sources_digest
 
 
-def sources_digest(sources: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
+def ranking(speedup_vs_eager: float | None) -> tuple[bool, float]:
+    """A verified candidate's place: a timed one beats an untimed one, then speedup over eager.
+
+    Speedup rather than raw milliseconds: each profile times eager and the candidate interleaved,
+    so the ratio cancels drift between profiles made minutes apart.
+    """
+    return (speedup_vs_eager is not None, speedup_vs_eager or 0.0)
+
+
+def beats(speedup_vs_eager: float | None, best_speedup_vs_eager: float | None) -> bool:
+    """Whether a verified candidate strictly outranks the best so far (a tie keeps the first)."""
+    return ranking(speedup_vs_eager) > ranking(best_speedup_vs_eager)
 
 
 @dataclass
@@ -90,14 +101,8 @@ class Candidates:
         return next((c for c in self.all if c.digest == digest), None)
 
     def best(self) -> Candidate | None:
-        """The fastest verified candidate; a timed one beats an untimed one.
-
-        Ranked by speedup over eager rather than raw milliseconds: each profile times eager and
-        the candidate interleaved, so the ratio cancels drift between profiles made minutes apart.
-        """
+        """The verified candidate that ranks first (the earliest of equals)."""
         verified = [c for c in self.all if c.verified]
         if not verified:
             return None
-        return max(
-            verified, key=lambda c: (c.speedup_vs_eager is not None, c.speedup_vs_eager or 0)
-        )
+        return max(verified, key=lambda c: ranking(c.speedup_vs_eager))

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from agent.backends import make_backend
+from agent.backend_choice import make_backend
 from agent.config import ConfigError, agents_file, load_agent, load_agents
 from agent.loop import Agent, RunResult
 from agent.trajectory import trajectory_record, write_trajectory

@@ -4,7 +4,9 @@ The history is a plain list of OpenAI-format messages. Exceptions steer the loop
 fed back to the model (a run ends after max_format_errors in a row); Terminated (Finished,
 LimitsExceeded, ...) ends the run. However a run ends, its result is the fastest verified
 candidate it recorded, and the workspace as last compiled gets profiled first if it never was.
-Every step emits TraceEvents {seq, at, kind, payload} through the caller's callback.
+Every step emits TraceEvents {seq, at, kind, payload} through the caller's callback; a candidate's
+payload carries its sources and a running or final status the run's usage so far, so the callback
+needs nothing else from the agent.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from agent.backends import Backend, BackendError, ContextLengthExceeded, Reply, ToolCall
-from agent.candidates import Candidate, Candidates, sources_digest
+from agent.candidates import Candidate, Candidates
 from agent.config import AgentConfig
 from agent.prompts import initial_messages
 from agent.tools import TOOL_NAMES, TOOLS, ToolCallError, ToolResult, check_arguments, run_tool
 from agent.workspace import Workspace
+from gpu_workers.harness.vocabulary import sources_digest
 
 EVENT_KINDS = ("thought", "tool_call", "tool_result", "candidate", "status", "error")
 MAX_EVENT_LOG_CHARS = 20_000
@@ -250,7 +253,9 @@ class Agent:
             return
         candidate = self.candidates.record(self.turns, sources, **{name: result.verdict})
         best = self.candidates.best()
-        self.emit("candidate", {**candidate.summary(), "best": best is candidate})
+        # The sources ride along so that whoever records the event needs nothing else from us.
+        payload = {**candidate.summary(), "best": best is candidate, "sources": candidate.sources}
+        self.emit("candidate", payload)
         if name == "profile" and best is not None:
             result.text += f"\n{_describe_best(best)}"
 
@@ -347,6 +352,12 @@ class Agent:
             "tokens": self.usage.total_tokens,
             "cost_usd": round(self.usage.cost_usd, 6),
             "seconds": round(self.elapsed(), 1),
+            # Unrounded, for whoever stores the run's spend.
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+                "cost_usd": self.usage.cost_usd,
+            },
         }
 
     def emit_progress(self) -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from agent.backends.scripted import ScriptedBackend
 from agent.config import AgentConfig, Budget
+from gpu_workers.harness.vocabulary import SUBMISSION_AGENT
 
-NAME = "submission"
+NAME = SUBMISSION_AGENT
 _NO_TOKENS = {"prompt_tokens": 0, "completion_tokens": 0}
 
 

@@ -16,13 +16,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agent.backends import make_backend
+from agent.backend_choice import make_backend
 from agent.config import load_agent
 from agent.loop import Agent, RunResult
 from agent.submission import submission_backend, submission_config
 from gpu_workers.harness import environment, gpu_lock, protocol
 from gpu_workers.harness import settings as harness_settings
 from gpu_workers.harness.session import Session
+from gpu_workers.harness.vocabulary import device_for
 from gpu_workers.heartbeat import Heartbeat
 from gpu_workers.trace_recorder import TraceRecorder
 from webapp.leaderboard.grading import enqueue_regrade
@@ -38,11 +39,6 @@ TIME_LIMIT_MARGIN_S = 120
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def device_for(gpu_type: str) -> str:
-    """The harness target of a GPU type: its own queue name for the cpu target, cuda otherwise."""
-    return "cpu" if gpu_type == "cpu" else "cuda"
 
 
 def run(run_id: int, worker: str) -> str:
@@ -87,13 +83,13 @@ def _run_agent(run: Run) -> RunResult:
     recorder = TraceRecorder(run, context)
     with Session(run.problem.source, device=device, protocol=proto) as session:
         agent = Agent(config, backend, session, recorder, should_stop=recorder.cancel_reason)
-        recorder.agent = agent
         return agent.run()
 
 
 def _finish(run: Run, result: RunResult | None, detail: str, gpu_seconds: float) -> str:
     with transaction.atomic():
-        # Locked so that a cancel arriving now is either seen here or refused there.
+        # Locked so that a cancel arriving now is either seen here or refused there. The best is
+        # the one the recorder stored, ranked across attempts (result.best knows only this one).
         current, best_id = (
             Run.objects.select_for_update()
             .filter(pk=run.pk)

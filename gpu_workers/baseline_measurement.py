@@ -16,9 +16,9 @@ from pathlib import Path
 
 from django.utils import timezone
 
-from gpu_workers.agent_run import device_for
 from gpu_workers.harness import gpu_lock, profile, roofline
 from gpu_workers.harness.protocol import by_name
+from gpu_workers.harness.vocabulary import device_for
 from webapp.suites.models import Baseline
 
 log = logging.getLogger(__name__)

@@ -8,10 +8,10 @@ import logging
 
 from django.conf import settings
 
-from gpu_workers.agent_run import device_for
 from gpu_workers.harness import failure, roofline
 from gpu_workers.harness import validation as harness_validation
 from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.vocabulary import device_for
 from webapp.problems.models import Problem, ProblemStatus
 
 log = logging.getLogger(__name__)

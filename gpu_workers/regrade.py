@@ -13,9 +13,9 @@ import logging
 
 from django.utils import timezone
 
-from gpu_workers.agent_run import device_for
 from gpu_workers.harness.protocol import by_name
 from gpu_workers.harness.session import Session
+from gpu_workers.harness.vocabulary import device_for
 from webapp.leaderboard.models import MEASURED_FIELDS, Grade, GradeStatus
 
 log = logging.getLogger(__name__)

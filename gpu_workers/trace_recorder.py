@@ -2,8 +2,9 @@
 
 The agent loop calls the recorder for every event. Each becomes a TraceEvent (saved, then sent to
 viewers after commit); a candidate event also stores the candidate's sources and verdict, and
-moves the run's best result; every event refreshes the run's spend. (gpu_workers.heartbeat
-keeps the run's heartbeat.)
+moves the run's best result (agent.candidates.ranking, across the run's attempts); a status event
+refreshes the run's spend. The sources and usage an event carries are stored on the Candidate and
+the Run, not in the trace. (gpu_workers.heartbeat keeps the run's heartbeat.)
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 from django.db import transaction
 from django.db.models import Max
 
-from agent.loop import Agent
+from agent.candidates import beats
 from webapp.runs.models import Candidate, Run, RunStatus
 from webapp.runs.trace import record_event
 
@@ -33,17 +34,18 @@ class TraceRecorder:
     def __init__(self, run: Run, context: dict):
         self.run = run
         self.context = context  # environment and protocol, stored with every verdict
-        self.agent: Agent | None = None  # set once the agent exists; its candidates hold sources
         # A re-queued run continues the numbering of the attempt before it.
         last = Candidate.objects.filter(run=run).aggregate(last=Max("seq"))["last"]
         self.candidate_offset = last or 0
 
     def __call__(self, event: dict) -> None:
         kind, payload = event["kind"], json_safe(event["payload"])
+        sources, usage = payload.pop("sources", {}), payload.pop("usage", None)
         with transaction.atomic():
             if kind == "candidate":
-                payload["seq"] = self._save_candidate(payload)
-            self._record_spend()
+                payload["seq"] = self._save_candidate(payload, sources)
+            if usage is not None:
+                self._record_spend(usage)
             record_event(self.run, kind, payload)
 
     def cancel_reason(self) -> str | None:
@@ -52,9 +54,8 @@ class TraceRecorder:
             return "cancelled by its owner"
         return None
 
-    def _save_candidate(self, summary: dict) -> int:
+    def _save_candidate(self, summary: dict, sources: dict[str, str]) -> int:
         seq = self.candidate_offset + summary["index"] + 1
-        sources = self.agent.candidates.all[summary["index"]].sources if self.agent else {}
         verdict = {"verify": summary["verify"], "profile": summary["profile"], **self.context}
         candidate, _ = Candidate.objects.update_or_create(
             run=self.run,
@@ -75,8 +76,8 @@ class TraceRecorder:
         return seq
 
     def _beats_best(self, candidate: Candidate, speedup: float | None) -> bool:
-        """The agent's own ranking (a timed candidate beats an untimed one, then speedup over
-        eager), but across attempts: a re-queued run must not replace a faster earlier result."""
+        """The agent's own ranking, but across attempts: a re-queued run must not replace a
+        faster earlier result."""
         best_id, best_speedup = (
             Run.objects.filter(pk=self.run.pk)
             .values_list("best_candidate_id", "best_speedup_vs_eager")
@@ -84,13 +85,11 @@ class TraceRecorder:
         )
         if best_id is None or best_id == candidate.pk:
             return True
-        return (speedup is not None, speedup or 0) > (best_speedup is not None, best_speedup or 0)
+        return beats(speedup, best_speedup)
 
-    def _record_spend(self) -> None:
-        usage = self.agent.usage if self.agent else None
-        if usage is not None:
-            Run.objects.filter(pk=self.run.pk).update(
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cost_dollars=usage.cost_usd,
-            )
+    def _record_spend(self, usage: dict) -> None:
+        Run.objects.filter(pk=self.run.pk).update(
+            prompt_tokens=usage["prompt_tokens"],
+            completion_tokens=usage["completion_tokens"],
+            cost_dollars=usage["cost_usd"],
+        )

@@ -29,7 +29,7 @@ BEGIN, END = markers("fusion")
 
 
 def run_op(path: Path, device: str, max_turns: int | None) -> dict:
-    from agent.backends import make_backend
+    from agent.backend_choice import make_backend
     from agent.config import load_agent
     from agent.loop import Agent
     from gpu_workers.harness.session import Session

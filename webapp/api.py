@@ -8,8 +8,11 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, ValidationError
 
 from webapp.accounts.authentication import API_AUTH
+from webapp.errors import RequestRefused
 from webapp.leaderboard.api import router as leaderboard_router
+from webapp.leaderboard.api import suite_boards
 from webapp.problems.api import router as problems_router
+from webapp.runs.api import problem_submissions
 from webapp.runs.api import router as runs_router
 from webapp.suites.api import router as suites_router
 
@@ -19,8 +22,10 @@ api = NinjaAPI(
     auth=API_AUTH,
 )
 api.add_router("/problems", problems_router)
+api.add_router("/problems", problem_submissions)
 api.add_router("/runs", runs_router)
 api.add_router("/suites", suites_router)
+api.add_router("/suites", suite_boards)
 api.add_router("/leaderboard", leaderboard_router)
 
 
@@ -28,6 +33,12 @@ api.add_router("/leaderboard", leaderboard_router)
 def unauthenticated(request: HttpRequest, exc: AuthenticationError):
     detail = "not signed in: send 'Authorization: Bearer <your API token>' or log in"
     return api.create_response(request, {"detail": detail}, status=401)
+
+
+@api.exception_handler(RequestRefused)
+def refused(request: HttpRequest, exc: RequestRefused):
+    """Every domain refusal, at the status its class names (422, 409, 429)."""
+    return api.create_response(request, {"detail": str(exc)}, status=exc.status)
 
 
 @api.exception_handler(ValidationError)

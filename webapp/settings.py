@@ -24,6 +24,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
+from gpu_workers.harness.vocabulary import PROTOCOL_NAMES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -150,10 +151,9 @@ RUN_STALE_AFTER_S = _env_int("KERNELARENA_RUN_STALE_AFTER_S", 90)
 RUN_HEARTBEAT_S = RUN_STALE_AFTER_S / 6
 RUN_MAX_ATTEMPTS = 2
 
-# Queues that have GPU workers. Protocol names mirror gpu_workers.harness.protocol.PROTOCOLS
-# (a test keeps them equal; the web process does not import the harness).
+# Queues that have GPU workers, and the protocols a run may be judged under.
 GPU_TYPES = _env_list("KERNELARENA_GPU_TYPES", "cpu")
-PROTOCOLS = ["loose", "fp32-strict"]
+PROTOCOLS = list(PROTOCOL_NAMES)
 # Problems are validated on the first GPU type's workers.
 VALIDATION_GPU_TYPE = GPU_TYPES[0]
 

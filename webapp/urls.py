@@ -2,14 +2,24 @@ from django.contrib import admin
 from django.urls import include, path
 
 from webapp.api import api
+from webapp.leaderboard import suite_page
 from webapp.leaderboard.views import home
+from webapp.runs import problem_page
 
 urlpatterns = [
     path("", home, name="home"),
     path("accounts/", include("webapp.accounts.urls")),
     path("problems/", include("webapp.problems.urls")),
+    # A problem's page starts runs, and a suite's page shows its board: each lives in the app
+    # above the one its URL is named after (docs/architecture.md, "Layers").
+    path("problems/<int:problem_id>/", problem_page.problem_detail, name="problem_detail"),
+    path(
+        "problems/<int:problem_id>/optimize", problem_page.problem_optimize, name="problem_optimize"
+    ),
+    path("problems/<int:problem_id>/submit", problem_page.problem_submit, name="problem_submit"),
     path("runs/", include("webapp.runs.urls")),
     path("suites/", include("webapp.suites.urls")),
+    path("suites/<slug:name>/", suite_page.suite_detail, name="suite_detail"),
     path("leaderboard/", include("webapp.leaderboard.urls")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),

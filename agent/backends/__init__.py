@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from agent.config import AgentConfig
+from typing import Protocol
 
 
 class BackendError(Exception):
@@ -92,22 +89,3 @@ def estimate_usage(messages: list[dict], reply_text: str) -> Usage:
     """About 4 characters a token: a budget still counts when a server reports no usage."""
     prompt_chars = sum(len(json.dumps(message)) for message in messages)
     return Usage(prompt_chars // 4, len(reply_text) // 4, estimated=True)
-
-
-def make_backend(config: AgentConfig) -> Backend:
-    """The backend a config names. The openai SDK is imported only when a config needs it."""
-    if config.backend == "scripted":
-        from agent.backends.scripted import ScriptedBackend
-
-        return ScriptedBackend.from_file(config.script)
-    if config.backend == "fusion":
-        from agent.fusion.backend import FusionBackend
-
-        return FusionBackend()
-    from agent.backends.openai import OpenAIBackend
-
-    if config.backend == "text":
-        from agent.backends.text_actions import TextActionBackend
-
-        return TextActionBackend(OpenAIBackend(config))
-    return OpenAIBackend(config)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import secrets
 from dataclasses import asdict, dataclass, field
 
+from gpu_workers.harness.vocabulary import PROTOCOL_TOLERANCES
+
 
 @dataclass(frozen=True)
 class Protocol:
     name: str = "loose"
-    atol: float = 1e-2
-    rtol: float = 1e-2
+    atol: float = PROTOCOL_TOLERANCES["loose"]
+    rtol: float = PROTOCOL_TOLERANCES["loose"]
     trials: int = 5
     # Seeds the agent's own verify uses; the final check adds secret ones (with_secret_seeds).
     public_seeds: tuple[int, ...] = (11, 22, 33, 44, 55)
@@ -64,8 +66,9 @@ class Protocol:
         return data
 
 
+_STRICT = PROTOCOL_TOLERANCES["fp32-strict"]
 LOOSE = Protocol()
-FP32_STRICT = Protocol(name="fp32-strict", atol=1e-4, rtol=1e-4, allow_tensor_cores=False)
+FP32_STRICT = Protocol(name="fp32-strict", atol=_STRICT, rtol=_STRICT, allow_tensor_cores=False)
 PROTOCOLS = {p.name: p for p in (LOOSE, FP32_STRICT)}
 
 

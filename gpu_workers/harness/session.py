@@ -3,7 +3,6 @@ the CLI and the Celery tasks all use. Every method returns the Verdict's JSON se
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,6 +25,7 @@ from gpu_workers.harness.problem import ProblemError, check_source
 from gpu_workers.harness.protocol import LOOSE, Protocol
 from gpu_workers.harness.runner_process import RunnerDied, RunnerError, RunnerFailed
 from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness.vocabulary import sources_digest
 
 
 class Session:
@@ -72,8 +72,7 @@ class Session:
 
     # ---- tools ----
     def _digest(self) -> str:
-        text = "\0".join(f"{k}\0{v}" for k, v in sorted(self.sources().items()))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return sources_digest(self.sources())
 
     def _compile_result(self) -> compile_mod.CompileResult:
         # Cheap when nothing changed: build() hashes the sources and finds the cached extension.

@@ -13,6 +13,7 @@ from gpu_workers.harness.session import Session
 from tests.conftest import problem_source
 from tests.gpu_workers.test_agent_run import fixture_files
 from tests.webapp.conftest import make_problem
+from webapp import dispatch
 from webapp.leaderboard import grading
 from webapp.leaderboard.models import Grade, GradeStatus
 from webapp.runs.models import Candidate, Run, RunStatus
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def no_queue(monkeypatch):
-    monkeypatch.setattr(grading, "REGRADE_HOOKS", [])
+    monkeypatch.setitem(dispatch.SENDERS, "regrade_run", lambda *args: None)
 
 
 def public_first_values(source: str, tmp_path) -> list[float]:

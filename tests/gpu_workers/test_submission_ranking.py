@@ -10,7 +10,8 @@ import pytest
 from gpu_workers import agent_run, problem_validation, regrade
 from tests.conftest import candidate_dir
 from tests.webapp.conftest import make_problem
-from webapp.leaderboard import grading, metrics
+from webapp import dispatch
+from webapp.leaderboard import metrics
 from webapp.leaderboard.models import Grade, GradeStatus
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import lifecycle
@@ -26,8 +27,8 @@ GOOD_LINE = "y[i] = (v > 0.0f ? v : 0.0f) * scale;"
 def queues(monkeypatch) -> dict[str, list[tuple[int, str]]]:
     """What would have been sent to the workers: runs and re-grades, as (run id, GPU type)."""
     sent: dict[str, list[tuple[int, str]]] = {"runs": [], "regrades": []}
-    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [lambda *a: sent["runs"].append(a)])
-    monkeypatch.setattr(grading, "REGRADE_HOOKS", [lambda *a: sent["regrades"].append(a)])
+    monkeypatch.setitem(dispatch.SENDERS, "run_agent", lambda *a: sent["runs"].append(a))
+    monkeypatch.setitem(dispatch.SENDERS, "regrade_run", lambda *a: sent["regrades"].append(a))
     return sent
 
 

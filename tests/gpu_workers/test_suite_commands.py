@@ -1,5 +1,5 @@
 """The suite commands, as an operator runs them: import_suite, benchmark_baselines,
-evaluate_suite and report. The worker side runs in this process on the cpu target (the hooks that
+evaluate_suite and report. The worker side runs in this process on the cpu target (the senders that
 would send Celery tasks call the task bodies instead; Celery itself is covered by the end-to-end
 tests): real validation, baselines, agent runs, re-grades and database."""
 
@@ -13,13 +13,11 @@ from django.core.management import CommandError, call_command
 
 from gpu_workers import agent_run, baseline_measurement, problem_validation, regrade
 from tests.conftest import problem_source
-from webapp.leaderboard import grading, metrics
+from webapp import dispatch
+from webapp.leaderboard import metrics
 from webapp.leaderboard.models import GradeStatus
-from webapp.problems import validation
 from webapp.problems.models import ProblemStatus
-from webapp.runs import lifecycle
 from webapp.runs.models import RunStatus
-from webapp.suites import baselines
 from webapp.suites.models import Baseline, Suite
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -45,14 +43,18 @@ def level1(tmp_path):
 
 @pytest.fixture
 def workers_in_process(monkeypatch):
-    monkeypatch.setattr(validation, "VALIDATION_HOOKS", [problem_validation.validate])
-    monkeypatch.setattr(
-        baselines,
-        "BASELINE_HOOKS",
-        [lambda pk, gpu, repeats: baseline_measurement.measure(pk, repeats)],
+    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", problem_validation.validate)
+    monkeypatch.setitem(
+        dispatch.SENDERS,
+        "measure_baselines",
+        lambda pk, gpu, repeats: baseline_measurement.measure(pk, repeats),
     )
-    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [lambda pk, gpu: agent_run.run(pk, "test-worker")])
-    monkeypatch.setattr(grading, "REGRADE_HOOKS", [lambda pk, gpu: regrade.regrade(pk, "test")])
+    monkeypatch.setitem(
+        dispatch.SENDERS, "run_agent", lambda pk, gpu: agent_run.run(pk, "test-worker")
+    )
+    monkeypatch.setitem(
+        dispatch.SENDERS, "regrade_run", lambda pk, gpu: regrade.regrade(pk, "test")
+    )
 
 
 def command(*args) -> str:
@@ -124,7 +126,9 @@ def test_a_suite_goes_from_folder_to_report(level1, workers_in_process, tmp_path
 
 
 def test_bad_options_say_what_to_use(level1, tmp_path, monkeypatch):
-    monkeypatch.setattr(validation, "VALIDATION_HOOKS", [])  # stored, never validated
+    monkeypatch.setitem(
+        dispatch.SENDERS, "validate_problem", lambda *args: None
+    )  # stored, never validated
     with pytest.raises(CommandError, match="is not a folder"):
         command("import_suite", str(tmp_path / "nowhere"), "--name", "x")
     with pytest.raises(CommandError, match="unknown protocol 'tight': use one of loose"):

@@ -10,13 +10,10 @@ from django.utils import timezone
 from gpu_workers.waiting_work import resend_waiting_work
 from tests.conftest import problem_source
 from tests.webapp.conftest import make_problem, make_run
-from webapp.leaderboard import grading
+from webapp import dispatch
 from webapp.leaderboard.models import Grade
-from webapp.problems import validation
 from webapp.problems.models import ProblemStatus
-from webapp.runs import lifecycle
 from webapp.runs.models import Candidate, RunStatus
-from webapp.suites import baselines
 from webapp.suites.models import Baseline
 
 
@@ -24,10 +21,10 @@ from webapp.suites.models import Baseline
 def sent(monkeypatch) -> dict[str, list]:
     """What each kind of task would have carried to the broker."""
     sent = {"runs": [], "problems": [], "baselines": [], "grades": []}
-    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [lambda *a: sent["runs"].append(a)])
-    monkeypatch.setattr(validation, "VALIDATION_HOOKS", [lambda *a: sent["problems"].append(a)])
-    monkeypatch.setattr(baselines, "BASELINE_HOOKS", [lambda *a: sent["baselines"].append(a)])
-    monkeypatch.setattr(grading, "REGRADE_HOOKS", [lambda *a: sent["grades"].append(a)])
+    kinds = {"run_agent": "runs", "validate_problem": "problems"}
+    kinds |= {"measure_baselines": "baselines", "regrade_run": "grades"}
+    for work, kind in kinds.items():
+        monkeypatch.setitem(dispatch.SENDERS, work, lambda *a, kind=kind: sent[kind].append(a))
     return sent
 
 

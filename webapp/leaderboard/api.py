@@ -1,18 +1,27 @@
 """GET /api/leaderboard: every suite's board on every GPU type. Public: no token needed. A
-suite's full board, with papers' rows and results under review, is /api/suites/{name}/board."""
+suite's full board, with papers' rows and results under review, is /api/suites/{name}/board
+(`suite_boards`, mounted beside the suites' own routes)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
 
 from webapp.errors import ErrorOut, error
 from webapp.leaderboard import metrics
 from webapp.leaderboard.problem_results import board_gpu_types
-from webapp.leaderboard.schemas import LeaderboardOut
+from webapp.leaderboard.schemas import BoardOut, LeaderboardOut
+from webapp.suites.api import unknown_suite
 from webapp.suites.models import Suite
 
 router = Router(tags=["leaderboard"])
+suite_boards = Router(tags=["suites"])
+
+
+class BoardParams(Schema):
+    gpu_type: str | None = None
+    protocol: str | None = None
 
 
 class IndexParams(Schema):
@@ -47,3 +56,23 @@ def leaderboard(request: HttpRequest, params: Query[IndexParams]):
 def _suite_board(suite: Suite, gpu_type: str) -> dict:
     board = metrics.board(suite, gpu_type)
     return {key: board[key] for key in ("suite", "protocol", "problems", "rows")}
+
+
+@suite_boards.get(
+    "/{name}/board", auth=None, response={200: BoardOut, 404: ErrorOut, 422: ErrorOut}
+)
+def get_board(request: HttpRequest, name: str, params: Query[BoardParams]):
+    """The suite's board on one GPU type (default: the first configured) and protocol (default:
+    the suite's): ranked rows with every metric, papers' rows apart (`reported: true`, never
+    ranked), the results under review, and what each field means (`definitions`)."""
+    suite = Suite.objects.filter(name=name).first()
+    if suite is None:
+        return unknown_suite(name)
+    known = board_gpu_types(suite)
+    gpu_type = params.gpu_type or known[0]
+    if gpu_type not in known:
+        return error(422, f"unknown GPU type {gpu_type!r}: use one of {', '.join(known)}")
+    if params.protocol is not None and params.protocol not in settings.PROTOCOLS:
+        protocols = ", ".join(settings.PROTOCOLS)
+        return error(422, f"unknown protocol {params.protocol!r}: use one of {protocols}")
+    return {**metrics.board(suite, gpu_type, params.protocol), "definitions": definitions()}

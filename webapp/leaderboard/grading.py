@@ -1,21 +1,15 @@
 """Handing a finished run to the re-grade (gpu_workers.regrade) and reading where it stands.
 
-`enqueue_regrade` creates the run's pending Grade and, once the transaction commits, calls each
-hook in REGRADE_HOOKS with (run id, GPU type). The leaderboard app registers
-webapp.celery.send_regrade when Django starts; tests swap the list. Only a run whose best
+`enqueue_regrade` creates the run's pending Grade and, once the transaction commits, sends the
+run to its GPU type's queue (webapp.dispatch). Only a run whose best
 candidate verified is graded: a run without one has nothing to count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from django.db import transaction
-
+from webapp.dispatch import send_after_commit
 from webapp.leaderboard.models import Grade, GradeStatus
 from webapp.runs.models import Run
-
-REGRADE_HOOKS: list[Callable[[int, str], None]] = []
 
 
 def enqueue_regrade(run: Run) -> Grade | None:
@@ -27,11 +21,5 @@ def enqueue_regrade(run: Run) -> Grade | None:
         run=run,
         defaults={"candidate_id": run.best_candidate_id, "status": GradeStatus.PENDING},
     )
-    run_id, gpu_type = run.pk, run.gpu_type
-
-    def send() -> None:
-        for hook in REGRADE_HOOKS:
-            hook(run_id, gpu_type)
-
-    transaction.on_commit(send)
+    send_after_commit("regrade_run", run.pk, run.gpu_type)
     return grade

@@ -6,11 +6,8 @@ from ninja import Field, Query, Router, Schema, Status
 from gpu_workers.harness.problem_source import ProblemError
 from webapp.errors import ErrorOut, error
 from webapp.problems.models import Problem
-from webapp.problems.schemas import ProblemIn, ProblemOut, ProblemSummaryOut, SubmissionIn
+from webapp.problems.schemas import ProblemIn, ProblemOut, ProblemSummaryOut
 from webapp.problems.upload import upload_problem
-from webapp.runs.lifecycle import BadRunOption, RateLimited, RunRefused, start_submission
-from webapp.runs.schemas import RunOut
-from webapp.runs.submission import BadSubmission
 
 router = Router(tags=["problems"])
 
@@ -49,34 +46,3 @@ def get_problem(request: HttpRequest, problem_id: int):
     if problem is None:
         return error(404, f"no problem {problem_id} that you can see")
     return problem
-
-
-@router.post(
-    "/{problem_id}/submissions",
-    response={
-        201: RunOut,
-        401: ErrorOut,
-        404: ErrorOut,
-        409: ErrorOut,
-        422: ErrorOut,
-        429: ErrorOut,
-    },
-    summary="Submit your own kernel",
-)
-def submit_kernel(request: HttpRequest, problem_id: int, body: SubmissionIn):
-    """Queue your own model_new.py and kernels/ files on a valid problem you can see: they go
-    through the same compile, verify, profile and re-grade as an agent's, and rank as your row
-    on the suite boards. 422 names each file to fix; 409 while the problem is not valid; 429
-    past the hourly limit of runs (submissions count as runs)."""
-    problem = Problem.objects.visible_to(request.user).filter(pk=problem_id).first()
-    if problem is None:
-        return error(404, f"no problem {problem_id} that you can see")
-    try:
-        run = start_submission(request.user, problem, body.files, body.gpu_type, body.protocol)
-    except (BadRunOption, BadSubmission) as exc:
-        return error(422, str(exc))
-    except RateLimited as exc:
-        return error(429, str(exc))
-    except RunRefused as exc:
-        return error(409, str(exc))
-    return Status(201, run)

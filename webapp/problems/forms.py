@@ -6,7 +6,6 @@ from django import forms
 from django.conf import settings
 
 from webapp.problems.models import Visibility
-from webapp.runs import choices
 
 
 def _kib(size: int) -> str:
@@ -72,77 +71,3 @@ class ProblemForm(forms.Form):
             self.add_error(field, f"The source is {_kib(size)}; the limit is {_kib(limit)}.")
             return False
         return True
-
-
-def default_agent(agents: list[str]) -> str:
-    """The built-in fusion agent when installed, else the scripted demo, else the first."""
-    for name in ("fusion", "scripted-demo"):
-        if name in agents:
-            return name
-    return agents[0] if agents else ""
-
-
-class OptimizeForm(forms.Form):
-    """What a run starts with. The values are checked by lifecycle.start_run (BadRunOption),
-    so the fields are plain text with the known values offered as selects."""
-
-    agent = forms.CharField(max_length=100)
-    gpu_type = forms.CharField(max_length=40, label="GPU type")
-    protocol = forms.CharField(max_length=40)
-
-    def __init__(self, *args, **kwargs):
-        agents, gpu_types, protocols = (
-            choices.agent_names(),
-            choices.gpu_types(),
-            choices.protocols(),
-        )
-        kwargs.setdefault(
-            "initial",
-            {"agent": default_agent(agents), "gpu_type": gpu_types[0], "protocol": protocols[0]},
-        )
-        super().__init__(*args, **kwargs)
-        for name, values in (("agent", agents), ("gpu_type", gpu_types), ("protocol", protocols)):
-            self.fields[name].widget = forms.Select(choices=[(v, v) for v in values])
-        self.fusion_available = "fusion" in agents
-
-
-class MultipleFileInput(forms.ClearableFileInput):
-    allow_multiple_selected = True
-
-
-class MultipleFileField(forms.FileField):
-    """Any number of files (Django's documented pattern): cleaned to a list."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("widget", MultipleFileInput())
-        super().__init__(*args, **kwargs)
-
-    def clean(self, data, initial=None):
-        if isinstance(data, list | tuple):
-            return [super(MultipleFileField, self).clean(item, initial) for item in data]
-        return [super().clean(data, initial)] if data else []
-
-
-class SubmissionForm(forms.Form):
-    """A person's own kernel: model_new.py and kernel files, uploaded. Each file's name decides
-    its path (webapp.runs.submission.path_for_upload); what makes a good submission and which
-    options exist are lifecycle.start_submission's business (it raises with what to fix), so the
-    file fields are optional here and the options are plain text offered as selects."""
-
-    model_new = forms.FileField(required=False, label="model_new.py")
-    kernels = MultipleFileField(required=False, label="Kernel files")
-    gpu_type = forms.CharField(max_length=40, label="GPU type")
-    protocol = forms.CharField(max_length=40)
-
-    def __init__(self, *args, **kwargs):
-        gpu_types, protocols = choices.gpu_types(), choices.protocols()
-        kwargs.setdefault("initial", {"gpu_type": gpu_types[0], "protocol": protocols[0]})
-        kwargs.setdefault("prefix", "submit")
-        super().__init__(*args, **kwargs)
-        for name, values in (("gpu_type", gpu_types), ("protocol", protocols)):
-            self.fields[name].widget = forms.Select(choices=[(v, v) for v in values])
-
-    def uploads(self) -> list:
-        """Every chosen file, model_new.py's first."""
-        model_new = self.cleaned_data.get("model_new")
-        return ([model_new] if model_new else []) + list(self.cleaned_data.get("kernels") or [])

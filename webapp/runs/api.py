@@ -5,13 +5,26 @@ from ninja import Field, Query, Router, Schema, Status
 
 from webapp.errors import ErrorOut, error
 from webapp.problems.models import Problem
+from webapp.problems.schemas import SubmissionIn
 from webapp.runs.bundle import bundle_response
-from webapp.runs.lifecycle import BadRunOption, RateLimited, RunRefused, cancel_run, start_run
+from webapp.runs.lifecycle import cancel_run, start_run, start_submission
 from webapp.runs.models import Candidate, Run
 from webapp.runs.schemas import CandidateOut, CandidateSummaryOut, RunIn, RunOut, TraceEventOut
 from webapp.runs.trace import events_after
 
 router = Router(tags=["runs"])
+# POST /api/problems/{id}/submissions: mounted beside the problems' own routes, here because it
+# starts a run.
+problem_submissions = Router(tags=["problems"])
+# What a route that starts a run answers: the refusals come from webapp/errors.py's handler.
+STARTS_A_RUN = {
+    201: RunOut,
+    401: ErrorOut,
+    404: ErrorOut,
+    409: ErrorOut,
+    422: ErrorOut,
+    429: ErrorOut,
+}
 
 
 class ListParams(Schema):
@@ -36,14 +49,7 @@ def _not_found(run_id: int) -> Status:
 
 @router.post(
     "",
-    response={
-        201: RunOut,
-        401: ErrorOut,
-        404: ErrorOut,
-        409: ErrorOut,
-        422: ErrorOut,
-        429: ErrorOut,
-    },
+    response=STARTS_A_RUN,
     summary="Start a run",
 )
 def create_run(request: HttpRequest, body: RunIn):
@@ -52,14 +58,7 @@ def create_run(request: HttpRequest, body: RunIn):
     problem = Problem.objects.visible_to(request.user).filter(pk=body.problem_id).first()
     if problem is None:
         return error(404, f"no problem {body.problem_id} that you can see")
-    try:
-        run = start_run(request.user, problem, body.agent, body.gpu_type, body.protocol)
-    except BadRunOption as exc:
-        return error(422, str(exc))
-    except RateLimited as exc:
-        return error(429, str(exc))
-    except RunRefused as exc:
-        return error(409, str(exc))
+    run = start_run(request.user, problem, body.agent, body.gpu_type, body.protocol)
     return Status(201, run)
 
 
@@ -89,10 +88,7 @@ def cancel(request: HttpRequest, run_id: int):
         return _not_found(run_id)
     if run.owner_id != request.user.pk:
         return error(403, f"run {run_id} belongs to {run.owner.username}: only they can stop it")
-    try:
-        cancel_run(run)
-    except RunRefused as exc:
-        return error(409, str(exc))
+    cancel_run(run)
     return run
 
 
@@ -157,3 +153,20 @@ def download_bundle(request: HttpRequest, run_id: int, candidate: int | None = N
 
 def _best_seq(run: Run) -> int | None:
     return run.best_candidate.seq if run.best_candidate_id else None
+
+
+@problem_submissions.post(
+    "/{problem_id}/submissions",
+    response=STARTS_A_RUN,
+    summary="Submit your own kernel",
+)
+def submit_kernel(request: HttpRequest, problem_id: int, body: SubmissionIn):
+    """Queue your own model_new.py and kernels/ files on a valid problem you can see: they go
+    through the same compile, verify, profile and re-grade as an agent's, and rank as your row
+    on the suite boards. 422 names each file to fix; 409 while the problem is not valid; 429
+    past the hourly limit of runs (submissions count as runs)."""
+    problem = Problem.objects.visible_to(request.user).filter(pk=problem_id).first()
+    if problem is None:
+        return error(404, f"no problem {problem_id} that you can see")
+    run = start_submission(request.user, problem, body.files, body.gpu_type, body.protocol)
+    return Status(201, run)

@@ -17,15 +17,12 @@ from pathlib import Path, PurePosixPath
 from django.conf import settings
 from django.http import HttpResponse
 
+from gpu_workers.harness.vocabulary import PROTOCOL_NAMES, PROTOCOL_TOLERANCES, device_for
 from webapp.runs.models import Candidate, EventKind, Run
 
 FORMAT = "kernelarena.bundle/1"
 BUILD_SCRIPT = Path(__file__).with_name("bundle_build.py")
 TEMPLATE_FILES = ("binding.cpp", "binding_registry.h")
-DEFAULT_TOLERANCE = 1e-2
-# The tolerance of a protocol whose verdict did not record one (gpu_workers.harness.protocol;
-# the web process may not import it).
-PROTOCOL_TOLERANCE = {"loose": 1e-2, "fp32-strict": 1e-4}
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can hold: the bytes never vary
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
@@ -37,10 +34,6 @@ def bundle_filename(candidate: Candidate) -> str:
 
 def _folder(candidate: Candidate) -> str:
     return f"kernelarena-run{candidate.run_id}-candidate{candidate.seq}"
-
-
-def target_of(run: Run) -> str:
-    return "cpu" if run.gpu_type == "cpu" else "cuda"
 
 
 def safe_source_path(path: object) -> str | None:
@@ -82,7 +75,9 @@ def _protocol(run: Run, verdict: dict) -> dict:
     recorded = verdict.get("protocol")
     if isinstance(recorded, dict) and recorded:
         return recorded
-    tolerance = PROTOCOL_TOLERANCE.get(run.protocol, DEFAULT_TOLERANCE)
+    # A verdict that recorded no protocol: its run's, or the default's tolerance.
+    default = PROTOCOL_TOLERANCES[PROTOCOL_NAMES[0]]
+    tolerance = PROTOCOL_TOLERANCES.get(run.protocol, default)
     return {"name": run.protocol, "atol": tolerance, "rtol": tolerance}
 
 
@@ -153,7 +148,7 @@ def build_report(candidate: Candidate) -> dict:
             "verified": candidate.verified,
             "speedup_vs_compile": candidate.speedup_vs_compile,
         },
-        "target": target_of(run),
+        "target": device_for(run.gpu_type),
         "verdict": verdict,
         "protocol": _protocol(run, verdict),
         "environment": _section(verdict, "environment"),
@@ -223,7 +218,7 @@ def _write(archive: zipfile.ZipFile, path: str, text: str, mode: int = 0o644) ->
 def build_bundle(candidate: Candidate) -> bytes:
     """The zip of a candidate, ready to download."""
     run = candidate.run
-    target = target_of(run)
+    target = device_for(run.gpu_type)
     sources = candidate_files(candidate)
     report = build_report(candidate)
     kernels = sorted(p for p in sources if p != "model_new.py")

@@ -3,15 +3,13 @@ gpu_workers.agent_run drives a claimed run; webapp.runs.recovery re-queues one w
 An agent's run starts with start_run, a person's own kernel with start_submission (its files
 checked by webapp.runs.submission); both count against the same hourly limit.
 
-`enqueue_run` calls each hook in RUN_HOOKS with the run's id and GPU type once the current
-transaction commits. The runs app registers webapp.celery.send_run (the task, sent by name to
-the GPU type's queue) when Django starts; tests swap the list.
+`enqueue_run` sends the run to its GPU type's queue once the current transaction commits
+(webapp.dispatch).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -19,27 +17,25 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from gpu_workers.harness.vocabulary import SUBMISSION_AGENT
+from webapp.dispatch import send_after_commit
+from webapp.errors import Conflict, TooManyRequests, Unprocessable
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import choices
 from webapp.runs.models import ACTIVE, Run, RunKind, RunStatus
 from webapp.runs.submission import check_files
 from webapp.runs.trace import record_event
 
-RUN_HOOKS: list[Callable[[int, str], None]] = []
-# The `agent` of a person's submission (agent.submission.NAME; the web process imports no agent
-# code beyond its configuration).
-SUBMISSION_AGENT = "submission"
 
-
-class RunRefused(Exception):
+class RunRefused(Conflict):
     """The request is well-formed but the state forbids it (HTTP 409); the message says why."""
 
 
-class RateLimited(RunRefused):
+class RateLimited(RunRefused, TooManyRequests):
     """Too many runs started in the last hour (HTTP 429)."""
 
 
-class BadRunOption(ValueError):
+class BadRunOption(Unprocessable):
     """An unknown agent, GPU type or protocol (HTTP 422); the message lists the known ones."""
 
 
@@ -123,13 +119,7 @@ def _check_rate(owner) -> None:
 
 
 def enqueue_run(run: Run) -> None:
-    run_id, gpu_type = run.pk, run.gpu_type
-
-    def send() -> None:
-        for hook in RUN_HOOKS:
-            hook(run_id, gpu_type)
-
-    transaction.on_commit(send)
+    send_after_commit("run_agent", run.pk, run.gpu_type)
 
 
 def cancel_run(run: Run) -> None:

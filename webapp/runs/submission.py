@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
+from gpu_workers.harness.vocabulary import device_for
 from gpu_workers.harness.workspace_paths import MAX_FILE_BYTES, writable_path
+from webapp.errors import Unprocessable
 
 MODEL_NEW = "model_new.py"
 MAX_FILES = 32
 
 
-class BadSubmission(ValueError):
+class BadSubmission(Unprocessable):
     """The submitted files cannot be checked as they are (HTTP 422); the message says what to
     fix, one sentence per file at fault."""
 
@@ -28,10 +30,9 @@ class BadSubmission(ValueError):
         self.problems = problems
         super().__init__("; ".join(problems))
 
-
-def target_for(gpu_type: str) -> str:
-    """The harness target whose file rule applies (gpu_workers.agent_run.device_for)."""
-    return "cpu" if gpu_type == "cpu" else "cuda"
+    @property
+    def reasons(self) -> list[str]:
+        return self.problems
 
 
 def _too_big(name: str, size: int) -> str:
@@ -52,7 +53,7 @@ def check_files(files: object, gpu_type: str) -> dict[str, str]:
         raise BadSubmission(
             [f"{len(files)} files: a submission may have at most {MAX_FILES}; merge some kernels"]
         )
-    target = target_for(gpu_type)
+    target = device_for(gpu_type)
     problems: list[str] = []
     checked: dict[str, str] = {}
     named: set[str] = set()  # paths that passed the rule, whatever their text

@@ -1,21 +1,17 @@
 """Asking the workers of a GPU type to measure a suite's baselines.
 
 `request_baselines` marks one Baseline row per valid problem as requested and, once the
-transaction commits, calls each hook in BASELINE_HOOKS with (baseline id, GPU type, repeats). The
-suites app registers webapp.celery.send_baselines when Django starts; tests swap the list. The
-worker side is gpu_workers.baseline_measurement.
+transaction commits, sends each row to the GPU type's queue (webapp.dispatch). The worker side is
+gpu_workers.baseline_measurement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django.db import transaction
 from django.utils import timezone
 
+from webapp.dispatch import send_after_commit
 from webapp.suites.models import Baseline, Suite
-
-BASELINE_HOOKS: list[Callable[[int, str, int], None]] = []
 
 
 def request_baselines(suite: Suite, gpu_type: str, protocol: str, repeats: int) -> list[Baseline]:
@@ -29,18 +25,10 @@ def request_baselines(suite: Suite, gpu_type: str, protocol: str, repeats: int) 
                 requested=timezone.now(), error="", repeats=repeats
             )
             rows.append(row)
-        ids = [row.pk for row in rows]
-        transaction.on_commit(lambda: _send(ids, gpu_type, repeats))
+            send_after_commit("measure_baselines", row.pk, gpu_type, repeats)
     return rows
 
 
 def resend_baseline(baseline: Baseline) -> None:
     """The request again, as it was made (after its task was lost with the broker)."""
-    ids, gpu_type, repeats = [baseline.pk], baseline.gpu_type, baseline.repeats
-    transaction.on_commit(lambda: _send(ids, gpu_type, repeats))
-
-
-def _send(ids: list[int], gpu_type: str, repeats: int) -> None:
-    for baseline_id in ids:
-        for hook in BASELINE_HOOKS:
-            hook(baseline_id, gpu_type, repeats)
+    send_after_commit("measure_baselines", baseline.pk, baseline.gpu_type, baseline.repeats)

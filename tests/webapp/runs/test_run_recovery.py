@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from tests.webapp.conftest import make_problem, make_run
+from webapp import dispatch
 from webapp.runs import lifecycle
 from webapp.runs.models import Run, RunStatus
 from webapp.runs.recovery import reap_stale_runs
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("redis_server")  # events are sent to viewe
 @pytest.fixture
 def run_hook(monkeypatch):
     queued: list[tuple[int, str]] = []
-    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [lambda *args: queued.append(args)])
+    monkeypatch.setitem(dispatch.SENDERS, "run_agent", lambda *args: queued.append(args))
     return queued
 
 

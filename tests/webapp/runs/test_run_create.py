@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from tests.webapp.conftest import api_client, make_problem
+from webapp import dispatch
 from webapp.problems.models import ProblemStatus
-from webapp.runs import lifecycle
 from webapp.runs.models import Run
 
 
 @pytest.fixture
 def run_hook(monkeypatch):
     queued: list[tuple[int, str]] = []
-    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [lambda *args: queued.append(args)])
+    monkeypatch.setitem(dispatch.SENDERS, "run_agent", lambda *args: queued.append(args))
     return queued
 
 

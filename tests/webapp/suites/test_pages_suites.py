@@ -28,10 +28,10 @@ from django.utils import timezone
 from tests.webapp.conftest import make_problem
 from webapp.leaderboard import charts, metrics
 from webapp.leaderboard.models import Grade, GradeStatus
+from webapp.leaderboard.suite_page import evaluation_progress
 from webapp.problems.models import ProblemStatus
 from webapp.runs.models import Candidate, Run, RunStatus
 from webapp.suites.models import Baseline, Evaluation, ReportedResult, Suite, SuiteProblem
-from webapp.suites.views import evaluation_progress
 
 SCRIPT = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

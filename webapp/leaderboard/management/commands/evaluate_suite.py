@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from webapp.leaderboard.evaluation import start_evaluation, unfinished
 from webapp.runs.lifecycle import RunRefused
 from webapp.runs.models import RunStatus
-from webapp.suites.evaluation import start_evaluation, unfinished
 from webapp.suites.management.suite_option import get_suite
 from webapp.suites.management.waiting import Progress, wait_for
 from webapp.suites.models import Evaluation

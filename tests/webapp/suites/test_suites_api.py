@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tests.webapp.test_pages_suites import HELD_REASON, PAPER, SCRIPT, build_arena
+from tests.webapp.suites.test_pages_suites import HELD_REASON, PAPER, SCRIPT, build_arena
 from webapp.leaderboard import metrics
 from webapp.suites.models import Suite
 

@@ -11,13 +11,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from tests.webapp.conftest import api_client, make_problem
-from webapp.runs import lifecycle
+from webapp import dispatch
 from webapp.runs.models import Run
 
 
 @pytest.fixture(autouse=True)
 def no_workers(monkeypatch):
-    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [])
+    monkeypatch.setitem(dispatch.SENDERS, "run_agent", lambda *args: None)
 
 
 def start(client, problem_id: int):

@@ -7,9 +7,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from tests.webapp.conftest import make_problem, make_run
-from webapp.problems import validation
+from webapp import dispatch
 from webapp.problems.models import Problem, ProblemStatus
-from webapp.runs import choices, lifecycle
+from webapp.runs import choices
 from webapp.runs.models import Run
 
 SCRIPT = "<script>alert(1)</script>"
@@ -18,8 +18,8 @@ SCRIPT = "<script>alert(1)</script>"
 @pytest.fixture(autouse=True)
 def no_workers(monkeypatch):
     """Nothing is sent to a queue: uploads stay pending, runs stay queued."""
-    monkeypatch.setattr(validation, "VALIDATION_HOOKS", [])
-    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [])
+    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", lambda *args: None)
+    monkeypatch.setitem(dispatch.SENDERS, "run_agent", lambda *args: None)
 
 
 def logged_in(user) -> Client:

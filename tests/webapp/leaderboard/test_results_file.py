@@ -25,6 +25,7 @@ from tests.conftest import candidate_dir
 from tests.webapp.conftest import make_problem
 from webapp import serve
 from webapp.leaderboard import metrics
+from webapp.leaderboard.evaluation import start_evaluation
 from webapp.leaderboard.models import Grade, GradeStatus
 from webapp.leaderboard.results_file import (
     IMPORT_USERNAME,
@@ -37,7 +38,6 @@ from webapp.leaderboard.results_file import (
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs.lifecycle import RunRefused, start_submission
 from webapp.runs.models import Candidate, Run, RunStatus
-from webapp.suites.evaluation import start_evaluation
 from webapp.suites.importing import import_suite
 from webapp.suites.models import Baseline, Evaluation, ReportedResult, Suite, SuiteProblem
 

@@ -8,7 +8,7 @@ import re
 from django.test import Client
 
 from tests.webapp.conftest import make_problem, make_run
-from tests.webapp.test_pages_suites import ESCAPED, PAPER, SCRIPT, baseline, build_arena
+from tests.webapp.suites.test_pages_suites import ESCAPED, PAPER, SCRIPT, baseline, build_arena
 from webapp.leaderboard import metrics
 from webapp.suites.models import Suite
 

@@ -13,6 +13,7 @@ from django.test import Client
 
 from tests.conftest import candidate_dir
 from tests.webapp.conftest import api_client, make_problem
+from webapp import dispatch
 from webapp.runs import lifecycle
 from webapp.runs.models import Run, RunKind, RunStatus
 from webapp.runs.submission import MAX_FILES
@@ -33,7 +34,7 @@ def good_files() -> dict[str, str]:
 @pytest.fixture
 def run_hook(monkeypatch):
     queued: list[tuple[int, str]] = []
-    monkeypatch.setattr(lifecycle, "RUN_HOOKS", [lambda *args: queued.append(args)])
+    monkeypatch.setitem(dispatch.SENDERS, "run_agent", lambda *args: queued.append(args))
     return queued
 
 

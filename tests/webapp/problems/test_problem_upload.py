@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.webapp.conftest import api_client
-from webapp.problems import validation
+from webapp import dispatch
 from webapp.problems.models import Problem
 
 
 @pytest.fixture
 def validation_hook(monkeypatch):
     queued: list[int] = []
-    monkeypatch.setattr(validation, "VALIDATION_HOOKS", [queued.append])
+    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", queued.append)
     return queued
 
 

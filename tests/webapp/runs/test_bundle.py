@@ -18,7 +18,7 @@ from tests.webapp.conftest import make_problem, make_run
 from webapp.runs.bundle import build_bundle, bundle_filename, safe_source_path
 from webapp.runs.models import Candidate, EventKind, TraceEvent
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 VERDICT = {
     "compile": {"ok": True, "seconds": 1.2, "cached": False, "log": ""},
