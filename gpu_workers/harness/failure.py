@@ -23,8 +23,9 @@ _OUT_OF_MEMORY = re.compile(
     re.IGNORECASE,
 )
 # How a reference process ends when the machine, not the problem's code, stopped it: the
-# kernel's OOM killer sends SIGKILL, and a call that never answers is timed out.
-_STOPPED_FROM_OUTSIDE = ("killed by SIGKILL", "timed out after")
+# kernel's OOM killer sends SIGKILL, a call that never answers is timed out, and a sandbox that
+# could not start says so as bwrap (before any of the problem's code ran).
+_STOPPED_FROM_OUTSIDE = ("killed by SIGKILL", "timed out after", ": bwrap: ")
 
 
 def of_runner_error(error: RunnerError) -> str:

@@ -7,14 +7,16 @@ and are re-graded like any other run.
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Max
 
 from agent.config import load_agent
 from webapp.accounts.service_account import service_account
 from webapp.leaderboard.models import GradeStatus
 from webapp.runs import choices
 from webapp.runs.lifecycle import BadRunOption, RunRefused, check_option, enqueue_run
-from webapp.runs.models import ACTIVE, Run
+from webapp.runs.models import ACTIVE, Run, RunStatus
 from webapp.suites.models import Evaluation, Suite
+from webapp.suites.progress import Progress
 
 
 def start_evaluation(
@@ -66,3 +68,16 @@ def unfinished(evaluation: Evaluation) -> int:
     runs = evaluation.runs.all()
     pending = runs.filter(grade__status=GradeStatus.PENDING).count()
     return runs.filter(status__in=ACTIVE).count() + pending
+
+
+def progress(evaluation: Evaluation) -> Progress:
+    """Runs finished and re-graded of all, the failed ones, at the pace since it started."""
+    runs = evaluation.runs.all()
+    total = runs.count()
+    last = runs.aggregate(last=Max("finished"))["last"]
+    return Progress(
+        done=total - unfinished(evaluation),
+        total=total,
+        failed=runs.filter(status=RunStatus.FAILED).count(),
+        elapsed_s=(last - evaluation.created).total_seconds() if last else None,
+    )

@@ -10,12 +10,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
-from webapp.leaderboard import charts, metrics
+from webapp.leaderboard import charts, evaluation, metrics
 from webapp.leaderboard.formatting import cells
 from webapp.leaderboard.models import GradeStatus
 from webapp.leaderboard.problem_results import board_gpu_types, problem_results
 from webapp.problems.models import ProblemStatus
 from webapp.runs.models import RunStatus
+from webapp.suites import progress
 from webapp.suites.models import Baseline, Evaluation, Suite, SuiteProblem
 
 BOARD_COLUMNS = [key for key, _, _ in metrics.DEFINITIONS]
@@ -49,6 +50,7 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
         "protocol": protocol,
         "problems": _problem_rows(suite, gpu_type, protocol),
         "evaluations": evaluation_progress(suite),
+        "progress": _progress_lines(suite, gpu_type, protocol),
         "board": board,
         "rows": [cells(row, BOARD_COLUMNS) for row in board["rows"]],
         "reported_headings": [d for d in metrics.DEFINITIONS if d[0] in REPORTED_COLUMNS],
@@ -79,6 +81,19 @@ def _problem_rows(suite: Suite, gpu_type: str, protocol: str) -> list[SuiteProbl
         Prefetch("problem__baselines", queryset=chosen, to_attr="chosen_baselines")
     )
     return list(entries.defer("problem__source").order_by("position"))
+
+
+def _progress_lines(suite: Suite, gpu_type: str, protocol: str) -> list[str]:
+    """Where the suite's long work stands on this GPU type: what is still under way, with its
+    pace; work that is complete says so in one line each."""
+    lines = [
+        progress.validation(suite).line("validation"),
+        progress.baselines(suite, gpu_type, protocol).line(f"baselines on {gpu_type}"),
+    ]
+    latest = suite.evaluations.filter(gpu_type=gpu_type, protocol=protocol).first()
+    if latest is not None:
+        lines.append(evaluation.progress(latest).line(f"evaluation {latest.pk} ({latest.agent})"))
+    return lines
 
 
 def evaluation_progress(suite: Suite):

@@ -18,6 +18,10 @@ from gpu_workers.harness.runner_process import RunnerDied, RunnerFailed
         (RunnerFailed("reference", "raised OutOfMemoryError: out of memory"), "infrastructure"),
         (RunnerDied("reference", "the reference process was killed by SIGKILL"), "infrastructure"),
         (
+            RunnerDied("reference", "the reference process exited with status 1: bwrap: execvp "),
+            "infrastructure",
+        ),
+        (
             RunnerDied("reference", "the reference process timed out after 600 s (a hang?)"),
             "infrastructure",
         ),

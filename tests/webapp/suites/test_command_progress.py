@@ -1,7 +1,8 @@
 """The progress line that suite commands print while workers validate, measure or evaluate: done
 of total, failures, and an estimate from the pace seen while the command watched."""
 
-from webapp.suites.management.waiting import Progress, progress_line
+from webapp.suites.management.waiting import progress_line
+from webapp.suites.progress import Progress
 
 
 def test_the_estimate_comes_from_what_finished_while_watching():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import timedelta
 
 import pytest
 from django.apps import apps
@@ -218,6 +219,23 @@ def test_it_shows_each_evaluations_progress(arena):
         "cancelled": "1",
         "grades-ranked": "1",
     }
+
+
+def test_it_shows_how_far_the_long_work_has_come(arena):
+    html = section(page("/suites/level-1/"), "progress")
+    naive = arena["evaluations"][2]  # the latest evaluation on cpu
+    assert "validation: 4 of 4 done, 1 failed" in html
+    assert "baselines on cpu: 3 of 3 done, 1 failed" in html  # P2's measurement failed
+    assert f"evaluation {naive.pk} (naive): 2 of 4 done" in html  # one running, one queued
+
+
+def test_the_time_left_comes_from_the_pace_so_far(arena):
+    """Two of four runs finished 10 minutes after the evaluation started: 10 more to go."""
+    naive = arena["evaluations"][2]
+    finished = naive.created + timedelta(minutes=10)
+    naive.runs.filter(status=RunStatus.SUCCEEDED).update(finished=finished)
+    html = section(page("/suites/level-1/"), "progress")
+    assert f"evaluation {naive.pk} (naive): 2 of 4 done, about 10 min left" in html
 
 
 def test_it_counts_every_evaluations_progress_in_one_query(arena):

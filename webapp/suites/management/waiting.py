@@ -5,38 +5,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 
 from django.core.management.base import CommandError, OutputWrapper
+
+from webapp.suites.progress import Progress
 
 POLL_S = 2.0
 
 
-@dataclass(frozen=True)
-class Progress:
-    done: int
-    total: int
-    failed: int = 0  # of the done ones
-
-    @property
-    def left(self) -> int:
-        return self.total - self.done
-
-
 def progress_line(what: str, now: Progress, first: Progress, elapsed_s: float) -> str:
-    """ "baselines: 12 of 100 done, 1 failed, about 14 min left". The estimate is the pace of
-    what finished while this command watched, so work done before it started does not skew it."""
-    line = f"{what}: {now.done} of {now.total} done"
-    if now.failed:
-        line += f", {now.failed} failed"
+    """The estimate is the pace of what finished while this command watched, so work done
+    before it started does not claim a pace nobody saw."""
     finished = now.done - first.done
-    if now.left and finished > 0:
-        line += f", about {_minutes(elapsed_s / finished * now.left)} left"
-    return line
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    paced = elapsed_s / finished * now.done if finished > 0 else None
+    return replace(now, elapsed_s=paced).line(what)
 
 
 def wait_for(

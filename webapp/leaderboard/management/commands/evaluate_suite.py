@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.leaderboard.evaluation import start_evaluation, unfinished
+from webapp.leaderboard.evaluation import progress, start_evaluation, unfinished
 from webapp.runs.lifecycle import RunRefused
-from webapp.runs.models import RunStatus
 from webapp.suites.management.suite_option import get_suite
-from webapp.suites.management.waiting import Progress, wait_for
+from webapp.suites.management.waiting import wait_for
 from webapp.suites.models import Evaluation
 
 
@@ -64,13 +63,8 @@ class Command(BaseCommand):
             self._wait(evaluation, options["timeout"])
 
     def _wait(self, evaluation: Evaluation, timeout_s: float) -> None:
-        total = evaluation.runs.count()
-
-        def progress() -> Progress:
-            failed = evaluation.runs.filter(status=RunStatus.FAILED).count()
-            return Progress(done=total - unfinished(evaluation), total=total, failed=failed)
-
-        wait_for(progress, timeout_s, self.stdout, f"evaluation {evaluation.pk} (runs, re-grades)")
+        what = f"evaluation {evaluation.pk} (runs, re-grades)"
+        wait_for(lambda: progress(evaluation), timeout_s, self.stdout, what)
         for run in evaluation.runs.select_related("problem", "grade").order_by("pk"):
             grade = getattr(run, "grade", None)
             state = grade.status if grade else "no verified candidate"

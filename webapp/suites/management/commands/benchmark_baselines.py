@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db.models import F, Q
 
 from webapp.runs import choices
+from webapp.suites import progress
 from webapp.suites.baselines import request_baselines
 from webapp.suites.management.suite_option import check_choice, get_suite
-from webapp.suites.management.waiting import Progress, wait_for
+from webapp.suites.management.waiting import wait_for
 from webapp.suites.models import Baseline
 
 
@@ -43,7 +43,6 @@ class Command(BaseCommand):
         protocol = check_choice(
             "protocol", options["protocol"] or suite.protocol, list(settings.PROTOCOLS)
         )
-        done = Q(measured__gte=F("requested")) | ~Q(error="")
         if options["follow"]:
             rows = list(
                 Baseline.objects.filter(
@@ -57,12 +56,10 @@ class Command(BaseCommand):
             return
         ids = [row.pk for row in rows]
 
-        def progress() -> Progress:
-            rows = Baseline.objects.filter(pk__in=ids)
-            failed = rows.exclude(error="").count()
-            return Progress(done=rows.filter(done).count(), total=len(ids), failed=failed)
+        def counts():
+            return progress.baselines(suite, gpu_type, protocol)
 
-        wait_for(progress, options["timeout"], self.stdout, "baselines")
+        wait_for(counts, options["timeout"], self.stdout, "baselines")
         for row in Baseline.objects.filter(pk__in=ids).select_related("problem"):
             self.stdout.write(_line(row))
 

@@ -9,10 +9,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.problems.models import ProblemStatus
+from webapp.suites import progress
 from webapp.suites.importing import SuiteImportError, import_suite
-from webapp.suites.management.waiting import Progress, wait_for
-
-UNFINISHED = (ProblemStatus.PENDING, ProblemStatus.VALIDATING)
+from webapp.suites.management.waiting import wait_for
 
 
 class Command(BaseCommand):
@@ -48,13 +47,7 @@ class Command(BaseCommand):
             return
         entries = suite.entries.select_related("problem")
 
-        def progress() -> Progress:
-            total = entries.count()
-            left = entries.filter(problem__status__in=UNFINISHED).count()
-            rejected = entries.filter(problem__status=ProblemStatus.REJECTED).count()
-            return Progress(done=total - left, total=total, failed=rejected)
-
-        wait_for(progress, options["timeout"], self.stdout, "validation")
+        wait_for(lambda: progress.validation(suite), options["timeout"], self.stdout, "validation")
         self._summary(entries)
 
     def _summary(self, entries) -> None:

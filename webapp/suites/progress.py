@@ -1,0 +1,78 @@
+"""How far a suite's long work has come: validation of its problems, its baselines on one GPU
+type, an evaluation's runs. Done of total, how many of the done failed, and the time left at the
+pace so far; shown on the suite's page and printed by the suite commands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import F, Max, Min, Q
+
+from webapp.problems.models import ProblemStatus
+from webapp.suites.models import Baseline, Suite
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    failed: int = 0  # of the done ones
+    elapsed_s: float | None = None  # from the start of the work to its latest finished item
+
+    @property
+    def left(self) -> int:
+        return self.total - self.done
+
+    def seconds_left(self) -> float | None:
+        if not self.left or not self.done or self.elapsed_s is None:
+            return None
+        return self.elapsed_s / self.done * self.left
+
+    def line(self, what: str) -> str:
+        """ "baselines: 12 of 100 done, 1 failed, about 44 min left" """
+        text = f"{what}: {self.done} of {self.total} done"
+        if self.failed:
+            text += f", {self.failed} failed"
+        seconds = self.seconds_left()
+        if seconds is not None:
+            text += f", about {_duration(seconds)} left"
+        return text
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def validation(suite: Suite) -> Progress:
+    entries = suite.entries.all()
+    finished = (ProblemStatus.VALID, ProblemStatus.REJECTED)
+    done = entries.filter(problem__status__in=finished)
+    last = done.aggregate(last=Max("problem__updated"))["last"]
+    return Progress(
+        done=done.count(),
+        total=entries.count(),
+        failed=done.filter(problem__status=ProblemStatus.REJECTED).count(),
+        elapsed_s=(last - suite.created).total_seconds() if last else None,
+    )
+
+
+def baselines(suite: Suite, gpu_type: str, protocol: str) -> Progress:
+    """The suite's valid problems' baselines on this GPU type and protocol; the pace is that of
+    the latest request (from its first request to its latest measurement)."""
+    rows = Baseline.objects.filter(
+        problem__in=suite.valid_problems(), gpu_type=gpu_type, protocol=protocol
+    )
+    answered = Q(measured__isnull=False) & (
+        Q(requested__isnull=True) | Q(measured__gte=F("requested"))
+    )
+    done = rows.filter(answered | ~Q(error=""))
+    span = done.aggregate(first=Min("requested"), last=Max("measured"))
+    elapsed = (
+        (span["last"] - span["first"]).total_seconds() if span["first"] and span["last"] else None
+    )
+    return Progress(
+        done=done.count(),
+        total=suite.valid_problems().count(),
+        failed=done.exclude(error="").count(),
+        elapsed_s=elapsed,
+    )
