@@ -4,7 +4,7 @@ through files) and under the judge (a reference runner and a fresh candidate run
 bubblewrap, tensors in lent buffers).
 
     PYTHONPATH=. python3 scripts/bench_isolation.py measure --tree DIR --label NAME --json OUT
-    PYTHONPATH=. python3 scripts/bench_isolation.py render BEFORE.json AFTER.json
+    PYTHONPATH=. python3 scripts/bench_isolation.py render BEFORE.json AFTER.json --when YYYY-MM-DD
 
 `measure` imports the harness of the checkout DIR (the older one from `git archive`), so both
 are timed on the same machine in one sitting.
@@ -77,29 +77,46 @@ def measure(tree: Path, label: str, device: str) -> dict:
     }
 
 
-def render(before: dict, after: dict) -> str:
+def render(before: dict, after: dict, when: str) -> str:
     from benchmark_doc import markers
 
     begin, end = markers("isolation")
     lines = [
         begin,
-        "## The cost of isolation (verify + profile, baselines cached)",
+        "## The cost of isolation (verify + profile, baselines cached; issue 13)",
         "",
-        "`PYTHONPATH=. python3 scripts/bench_isolation.py measure ...` on "
-        f"{after['device']}, the harness before the judge (`{before['label']}`) and with it "
-        f"(`{after['label']}`, bubblewrap on). Seconds per step, median of {REPEATS}, each "
-        "step with a fresh candidate process; speedups over torch.compile of those steps.",
+        "`PYTHONPATH=. python3 scripts/bench_isolation.py measure --tree DIR --label NAME "
+        f"--json benchmarks/isolation/NAME.json` on {after['device']}, {when}: the harness "
+        f"before the judge (`{before['label']}`, aff2a6c from `git archive aff2a6c gpu_workers "
+        f"skills`) and with it (`{after['label']}`, bubblewrap on), one sitting, one machine. "
+        f"Seconds per step, median of {REPEATS}, each step with a fresh candidate process; "
+        "the speedups over torch.compile of those steps; then the last step's times, which "
+        "show where a speedup moved. Rebuilt by `... render benchmarks/isolation/before.json "
+        "benchmarks/isolation/judge.json`.",
         "",
         "| problem | before (s) | after (s) | added (s) | speedups before | speedups after |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for old, new in zip(before["rows"], after["rows"], strict=True):
+    pairs = list(zip(before["rows"], after["rows"], strict=True))
+    for old, new in pairs:
         fmt = ", ".join(f"{s:.2f}" for s in new["speedups"] if s)
         fmt_old = ", ".join(f"{s:.2f}" for s in old["speedups"] if s)
         lines.append(
             f"| {new['problem']} | {old['median_s']:.2f} | {new['median_s']:.2f} | "
             f"{new['median_s'] - old['median_s']:+.2f} | {fmt_old} | {fmt} |"
         )
+    lines += [
+        "",
+        "| problem | candidate ms (before, after) | eager ms (before, after) | "
+        "torch.compile ms (before, after) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for old, new in pairs:
+        cells = [
+            f"{old['ms'][key]:.4f}, {new['ms'][key]:.4f}"
+            for key in ("candidate_ms", "eager_ms", "compile_ms")
+        ]
+        lines.append(f"| {new['problem']} | " + " | ".join(cells) + " |")
     lines.append(end)
     return "\n".join(lines)
 
@@ -116,6 +133,7 @@ def main() -> None:
     r.add_argument("before", type=Path)
     r.add_argument("after", type=Path)
     r.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    r.add_argument("--when", required=True, help="the day of the measurement, as YYYY-MM-DD")
     args = parser.parse_args()
     if args.command == "measure":
         args.json.write_text(json.dumps(measure(args.tree.resolve(), args.label, args.device)))
@@ -123,7 +141,8 @@ def main() -> None:
     sys.path.insert(0, str(REPO / "scripts"))
     from benchmark_doc import write_section
 
-    section = render(json.loads(args.before.read_text()), json.loads(args.after.read_text()))
+    before, after = (json.loads(path.read_text()) for path in (args.before, args.after))
+    section = render(before, after, args.when)
     write_section(args.out, "isolation", section)
 
 

@@ -10,6 +10,7 @@ and more for validation. A slot's buffers are reused while the set's shapes stay
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import statistics
 import time
@@ -18,13 +19,18 @@ from dataclasses import dataclass, field
 import torch
 
 from gpu_workers.harness.protocol import Protocol
-from gpu_workers.harness.runner_process import RunnerProcess
+from gpu_workers.harness.runner_process import RunnerError, RunnerProcess
 from gpu_workers.harness.shared_buffers import SharedBuffer, allocate, dtype_of
 from gpu_workers.harness.source_gate import Violation
 
 # Elements compared at a time: bounds the judge's scratch memory on multi-GB outputs.
 _COMPARE_CHUNK = 1 << 24
+TRIAL_SLOT = 0
 TIMING_SLOTS = (1, 2, 3)
+# The rotating timing sets, each held twice (the reference's and the candidate's copy), may take
+# this share of the device's memory; the rest is the runners' own (a forward's outputs and
+# intermediates, torch.compile's buffers). KernelBench's activations have 6 GiB inputs.
+_TIMING_MEMORY_SHARE = 0.4
 
 
 def fresh_seeds(count: int) -> list[int]:
@@ -73,8 +79,7 @@ def _lend(runner: RunnerProcess, slot: int, inputs: list[dict], outputs: list[di
 def _buffer(spec: dict, device: str):
     dtype = dtype_of(spec["dtype"])
     shape = [int(n) for n in spec["shape"]]
-    count = math.prod(shape)
-    buffer = allocate(count * torch.empty((), dtype=dtype).element_size(), device)
+    buffer = allocate(_nbytes(spec), device)
     return buffer, buffer.tensor(dtype, shape), buffer.export()
 
 
@@ -93,6 +98,7 @@ class Judge:
         self.protocol = protocol
         self.reference_sets: dict[int, LentSet] = {}
         self.candidate_sets: dict[int, LentSet] = {}
+        self.largest_set_bytes = 0
 
     # ---- sets ----
     def make_set(
@@ -103,6 +109,8 @@ class Judge:
         change)."""
         reply = reference.call("make", slot=slot, seed=seed, probe=probe)
         meta = _meta(reply["inputs"], reply["outputs"])
+        set_bytes = sum(map(_nbytes, (*reply["inputs"], *reply["outputs"])))
+        self.largest_set_bytes = max(self.largest_set_bytes, set_bytes)
         held = self.reference_sets.get(slot)
         if held and held.meta == meta and held.runner is reference and reply["shared"]:
             held.values = [
@@ -145,11 +153,50 @@ class Judge:
         self.reference_sets[slot] = held
         return held
 
+    def timing_slots(self) -> tuple[int, ...]:
+        """The slots timed batches rotate through: three where they fit, fewer for sets of
+        several GiB. Any number is safe against replayed results, since every set is drawn
+        afresh each round and every timed output is checked; more sets only vary the inputs
+        within a batch."""
+        per_slot = 2 * max(self.largest_set_bytes, 1)
+        fit = int(_TIMING_MEMORY_SHARE * device_memory_bytes(self.device) // per_slot)
+        return TIMING_SLOTS[: max(1, min(len(TIMING_SLOTS), fit))]
+
+    def release(self, *slots: int) -> None:
+        """Frees the sets of `slots`, on both sides, so their memory can hold the next ones: the
+        runner unmaps them first, since memory a process still maps stays allocated."""
+        for sets in (self.reference_sets, self.candidate_sets):
+            for slot in slots:
+                held = sets.pop(slot, None)
+                if held:
+                    _unmap(held, slot)
+                    held.free()
+
     def free(self) -> None:
         for held in (*self.reference_sets.values(), *self.candidate_sets.values()):
             held.free()
         self.reference_sets.clear()
         self.candidate_sets.clear()
+
+
+def _unmap(held: LentSet, slot: int) -> None:
+    try:
+        held.runner.call("release", slots=[slot])
+    except RunnerError:
+        pass  # a runner that died or hung has no mappings left once it is stopped
+
+
+def device_memory_bytes(device: str) -> int:
+    if device == "cuda":
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _nbytes(spec: dict) -> int:
+    if "value" in spec:
+        return 0
+    count = math.prod(int(n) for n in spec["shape"])
+    return count * torch.empty((), dtype=dtype_of(spec["dtype"])).element_size()
 
 
 def _spec_of(value) -> dict:

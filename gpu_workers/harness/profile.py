@@ -122,9 +122,10 @@ def time_baselines(judge: Judge, reference: RunnerProcess, modes=None) -> dict:
     """Eager and torch.compile on the protocol's timing seeds, interleaved round by round."""
     protocol = judge.protocol
     modes = protocol.compile_modes if modes is None else modes
-    for slot, seed in zip(judge_mod.TIMING_SLOTS, protocol.timing_seeds, strict=False):
+    judge.make_set(reference, judge_mod.TIMING_SLOTS[0], protocol.timing_seeds[0])
+    slots = judge.timing_slots()[: len(protocol.timing_seeds)]  # known once a set exists
+    for slot, seed in zip(slots[1:], protocol.timing_seeds[1:], strict=False):
         judge.make_set(reference, slot, seed)
-    slots = judge_mod.TIMING_SLOTS[: len(protocol.timing_seeds)]
     names = {"eager_ms": "eager", **{_mode_key(m): _FUNCTION_OF_MODE[m] for m in modes}}
     batches = {key: Batches() for key in names}
     for fn in names.values():  # warm-up: torch.compile compiles here
@@ -192,11 +193,10 @@ def eager_alone(judge: Judge, reference: RunnerProcess) -> Batches:
     budget = judge.protocol.timing_budget_s / 4
     warm_until = time.monotonic() + budget / 2
     deadline = warm_until + budget
+    slots = judge.timing_slots()
     while True:
-        _fresh_sets(judge, reference)
-        times, wall, _ = judge_mod.timed_batch(
-            reference, "eager", judge_mod.TIMING_SLOTS, "sink", _CALL_S
-        )
+        _fresh_sets(judge, reference, slots)
+        times, wall, _ = judge_mod.timed_batch(reference, "eager", slots, "sink", _CALL_S)
         if time.monotonic() < warm_until:
             continue
         batches.add(times, wall)
@@ -205,12 +205,9 @@ def eager_alone(judge: Judge, reference: RunnerProcess) -> Batches:
     return batches
 
 
-def _fresh_sets(judge: Judge, reference: RunnerProcess) -> dict:
-    seeds = judge_mod.fresh_seeds(len(judge_mod.TIMING_SLOTS))
-    return {
-        k: judge.make_set(reference, k, seed)
-        for k, seed in zip(judge_mod.TIMING_SLOTS, seeds, strict=True)
-    }
+def _fresh_sets(judge: Judge, reference: RunnerProcess, slots: tuple[int, ...]) -> dict:
+    seeds = judge_mod.fresh_seeds(len(slots))
+    return {k: judge.make_set(reference, k, seed) for k, seed in zip(slots, seeds, strict=True)}
 
 
 def time_candidate(
@@ -220,13 +217,15 @@ def time_candidate(
     judge's clock and detects drift), every set drawn fresh each round so no result can be
     replayed; every timed output is checked against the reference."""
     protocol = judge.protocol
-    slots = judge_mod.TIMING_SLOTS
+    slots = judge.timing_slots()
+    if len(slots) < len(judge_mod.TIMING_SLOTS):
+        judge.release(judge_mod.TRIAL_SLOT)  # sets of GiBs: the verified trial's memory is needed
     cand, eager = Batches(), Batches()
     violations: list[Violation] = []
     counts = None
     deadline = time.monotonic() + protocol.timing_budget_s
     for round_index in range(-1, _MAX_ROUNDS):  # round -1 warms up and is not recorded
-        sets = _fresh_sets(judge, reference)
+        sets = _fresh_sets(judge, reference, slots)
         lent = {k: judge.lend_to_candidate(candidate, k) for k in slots}
         counts = counts or reference.call("counts", slot=slots[0])
         order = [("eager", reference, "sink"), ("candidate", candidate, "lent")]

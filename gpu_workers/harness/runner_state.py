@@ -77,9 +77,17 @@ def bind(state: RunnerState, message: dict, fds: list[int]) -> dict:
 
 
 def release(state: RunnerState, message: dict, fds: list[int]) -> dict:
-    for slot in state.slots.values():
-        _close(slot)
-    state.slots.clear()
+    """Unmaps the named slots (all by default) and hands the allocator's cached blocks back to
+    the driver: a lent buffer's memory is only freed once every process that mapped it let go,
+    and sets of several GiB need that room for the next ones."""
+    keys = message.get("slots")
+    for key in list(state.slots) if keys is None else keys:
+        slot = state.slots.pop(key, None)
+        if slot:
+            _close(slot)
+    if state.device == "cuda":
+        state.synchronize()
+        torch.cuda.empty_cache()
     return {}
 
 

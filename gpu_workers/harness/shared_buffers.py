@@ -27,11 +27,35 @@ class _IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_ubyte * _IPC_HANDLE_BYTES)]
 
 
+# Every driver call we make, typed: ctypes passes an undeclared integer argument as a C int, so a
+# size of 6 GiB reached cuMemAlloc as its low 32 bits (a KernelBench activation's 6.4 GB input
+# failed with "out of memory", an 8 GiB one with "invalid argument").
+_SIGNATURES = {
+    "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
+    "cuDevicePrimaryCtxRetain": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int],
+    "cuCtxSetCurrent": [ctypes.c_void_p],
+    "cuGetErrorString": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+    "cuMemAlloc_v2": [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t],
+    "cuMemFree_v2": [ctypes.c_uint64],
+    "cuIpcGetMemHandle": [ctypes.POINTER(_IpcHandle), ctypes.c_uint64],
+    "cuIpcOpenMemHandle_v2": [ctypes.POINTER(ctypes.c_uint64), _IpcHandle, ctypes.c_uint],
+    "cuIpcCloseMemHandle": [ctypes.c_uint64],
+}
+
+
+def typed_driver(lib):
+    """`lib` with the argument and result types of every call this module makes."""
+    for name, argtypes in _SIGNATURES.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, ctypes.c_int
+    return lib
+
+
 @functools.cache
 def _driver():
     """The CUDA driver API, in the primary context torch itself uses (so torch can read the
     memory), made current on the calling thread by `_current_context`."""
-    lib = ctypes.CDLL("libcuda.so.1")
+    lib = typed_driver(ctypes.CDLL("libcuda.so.1"))
     torch.cuda.init()
     device = ctypes.c_int()
     _check(lib, lib.cuDeviceGet(ctypes.byref(device), torch.cuda.current_device()), "cuDeviceGet")

@@ -77,12 +77,13 @@ def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 60
 
 def _judge(judge: Judge, reference) -> dict:
     seed_a, seed_b = judge_mod.fresh_seeds(2)
+    # never more than two sets and torch.compile's outputs at once: KernelBench's are GiBs
     first_set = judge.make_set(reference, _FIRST, seed_a)
-    first = [t.clone() for t in first_set.outputs]
+    first = first_set.outputs
     report = {"inputs": describe(first_set.values), "outputs": describe(first)}
-    again = judge.make_set(reference, _FIRST, seed_a).outputs
-    other = judge.make_set(reference, _OTHER, seed_b).outputs
+    again = judge.make_set(reference, _OTHER, seed_a).outputs
     reasons = degeneracy_reasons(first, again, judge.protocol)
+    other = judge.make_set(reference, _OTHER, seed_b).outputs  # over `again`, now judged
     if not reasons and close(first, other, judge.protocol.atol, judge.protocol.rtol):
         # a mean loss, or an output that ignores its inputs: only inputs moved out of their
         # distribution tell the two apart
@@ -95,6 +96,7 @@ def _judge(judge: Judge, reference) -> dict:
     if reason:
         return {"ok": False, "reasons": [reason], "failed_by": failure.PROBLEM, **report}
     counts = reference.call("counts", slot=_FIRST)
+    judge.release(_FIRST, _OTHER, _COMPILED)  # room for the timing sets
     times = profile.time_baselines(judge, reference, modes=("default",))
     return {
         "ok": True,

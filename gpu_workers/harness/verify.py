@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from gpu_workers.harness import judge as judge_mod
 from gpu_workers.harness import sensitivity, source_gate
 from gpu_workers.harness.failure import CANDIDATE
-from gpu_workers.harness.judge import Judge
+from gpu_workers.harness.judge import TRIAL_SLOT, Judge
 from gpu_workers.harness.runner_process import RunnerDied, RunnerFailed, RunnerProcess
 from gpu_workers.harness.source_gate import Violation
-
-TRIAL_SLOT = 0
 
 
 @dataclass

@@ -1,0 +1,48 @@
+"""The judge's sets: releasing a slot unmaps it in the runner too, so its memory really frees
+(a lent buffer stays allocated while any process maps it; KernelBench's sets are GiBs)."""
+
+import shutil
+
+import pytest
+
+from gpu_workers.harness import judge as judge_mod
+from gpu_workers.harness import runner_process
+from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.runner_process import RunnerFailed
+from tests.conftest import FIXTURES
+
+
+@pytest.fixture
+def reference(tmp_path):
+    problem = tmp_path / "model.py"
+    shutil.copy(FIXTURES / "problems" / "relu_scale.py", problem)
+    with runner_process.start_reference(problem, "cpu", LOOSE, timeout_s=120) as runner:
+        yield runner
+
+
+def _time(runner, slot):
+    return runner.call("time", fn="eager", slots=[slot], into="none")
+
+
+def test_a_released_slot_is_unmapped_in_the_runner(reference):
+    judge = judge_mod.Judge("cpu", LOOSE)
+    kept, released = judge_mod.TIMING_SLOTS[:2]
+    for slot in (kept, released):
+        judge.make_set(reference, slot, seed=7)
+        assert _time(reference, slot)["times_ms"]  # known-good: a bound slot runs
+    judge.release(released)
+    assert released not in judge.reference_sets
+    with pytest.raises(RunnerFailed):
+        _time(reference, released)
+    assert _time(reference, kept)["times_ms"]  # the other slots stay bound
+    judge.free()
+
+
+def test_a_released_slot_is_lent_again_on_the_next_set(reference):
+    judge = judge_mod.Judge("cpu", LOOSE)
+    slot = judge_mod.TRIAL_SLOT
+    first = judge.make_set(reference, slot, seed=7).outputs[0].clone()
+    judge.release(slot)
+    again = judge.make_set(reference, slot, seed=7).outputs[0]
+    assert again.equal(first)
+    judge.free()
