@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256  # noqa: F401
 from gpu_workers.harness.protocol import Protocol
@@ -69,12 +70,53 @@ def bytes_moved(inputs: list, model: torch.nn.Module, outputs: list[torch.Tensor
 
 
 def count_flops(model: torch.nn.Module, inputs: list) -> int:
-    from torch.utils.flop_counter import FlopCounterMode
+    """Matrix products and convolutions as torch's FlopCounterMode counts them (2*M*N*K ...),
+    plus one operation per element of every other op's arithmetic: a pointwise op's output
+    elements and a reduction's input elements (relu then a scale: 2 per element). A floor, not
+    an estimate of the instructions a kernel runs."""
+    from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-    counter = FlopCounterMode(display=False)
-    with counter, torch.no_grad():
+    matrix = FlopCounterMode(display=False)
+    elementwise = _ElementwiseCounter(skip=set(flop_registry))
+    with matrix, elementwise, torch.no_grad():
         model(*inputs)
-    return int(counter.get_total_flops())
+    return int(matrix.get_total_flops()) + elementwise.total
+
+
+_REDUCTIONS = {
+    "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
+    "var_mean", "std_mean", "norm", "linalg_vector_norm", "logsumexp", "_softmax",
+    "_log_softmax", "cumsum", "cumprod", "any", "all", "native_layer_norm",
+    "native_group_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
+}  # fmt: skip
+
+
+def _elements(value) -> int:
+    tensors = [t for t in _flat(value) if isinstance(t, torch.Tensor)]
+    return tensors[0].numel() if tensors else 0
+
+
+def _flat(value) -> list:
+    if isinstance(value, list | tuple):
+        return [x for item in value for x in _flat(item)]
+    return [value]
+
+
+class _ElementwiseCounter(TorchDispatchMode):
+    def __init__(self, skip: set):
+        super().__init__()
+        self.skip, self.total = skip, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        packet = func.overloadpacket
+        if packet in self.skip or packet.__name__ in ("clone", "lift_fresh"):
+            return out  # counted as matrix work, or a copy with no arithmetic
+        if torch.Tag.pointwise in func.tags:
+            self.total += _elements(out)
+        elif packet.__name__ in _REDUCTIONS:
+            self.total += _elements(args)
+        return out
 
 
 def reference_precision(protocol: Protocol) -> None:

@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from gpu_workers.harness import problem, sensitivity, validation
 from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
@@ -10,7 +11,7 @@ def test_a_valid_problem_records_times_flops_and_bytes():
     report = validation.validate(problem_source("matmul_rowsum"), "cpu", LOOSE)
     assert report.ok, report.reasons
     assert report.eager_ms > 0 and report.compile_ms > 0
-    assert report.flops == 2 * 512 * 512 * 512
+    assert report.flops == 2 * 512 * 512 * 512 + 512 * 512  # the product, then the row sums
     # A and B (512x512 fp32 each) read once, the (512,) output written once
     assert report.bytes_moved == (2 * 512 * 512 + 512) * 4
     assert report.outputs == ["(512,) float32"]
@@ -64,3 +65,20 @@ def test_the_identity_ignores_line_endings_and_trailing_blanks():
 def test_an_oversized_source_is_refused_before_anything_runs():
     report = validation.validate("#" * (MAX_SOURCE_BYTES + 1), "cpu", LOOSE)
     assert not report.ok and "the limit is 256 KiB" in report.reasons[0]
+
+
+@pytest.mark.parametrize(
+    "forward, per_element",
+    [
+        (lambda x: torch.relu(x) * 1.5, 2),  # two pointwise ops
+        (lambda x: x.sum(dim=1), 1),  # a reduction: each input element once
+        (lambda x: x.view(-1).clone().reshape(x.shape), 0),  # views and copies: no arithmetic
+    ],
+)
+def test_flops_count_each_element_of_pointwise_and_reduction_work(forward, per_element):
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return forward(x)
+
+    x = torch.randn(64, 32)
+    assert problem.count_flops(Model(), [x]) == per_element * x.numel()

@@ -193,7 +193,8 @@ def test_it_shows_the_measurements_of_a_valid_problem(alice, relu_scale):
     problem.save()
     page = logged_in(alice).get(f"/problems/{problem.pk}/").content.decode()
     assert "0.5000 ms" in page and "0.2500 ms" in page
-    assert "2,000,000" in page and "8,000,000" in page
+    assert "2,000,000 FLOP" in page and "8,000,000 B" in page
+    assert 'title="floating-point operations of one call' in page  # each figure's definition
     assert "0.250 FLOP/byte" in page
     assert "problem_status.js" not in page
 
