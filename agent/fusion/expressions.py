@@ -22,10 +22,17 @@ UNARY = {
     "abs": "fabsf({x})",
     "erf": "erff({x})",
     "identity": "{x}",
+    # torch's constants and formulas (aten's activation kernels), in fp32
+    "selu": "1.0507009873554804934f * ({x} > 0.0f ? {x} : 1.6732632423543772848f * expm1f({x}))",
+    "hardsigmoid": "fminf(fmaxf({x} + 3.0f, 0.0f), 6.0f) / 6.0f",
+    "hardswish": "{x} * fminf(fmaxf({x} + 3.0f, 0.0f), 6.0f) / 6.0f",
+    "mish": "{x} * tanhf({x} > 20.0f ? {x} : log1pf(expf({x})))",
+    "softsign": "{x} / (1.0f + fabsf({x}))",
+    "logsigmoid": "(fminf({x}, 0.0f) - log1pf(expf(-fabsf({x}))))",
 }
 # Spelled per dialect: CUDA has rsqrtf (2 ulp); C++ has none.
 RSQRT = {"cuda": "rsqrtf({x})", "cpu": "1.0f / sqrtf({x})"}
-PARAMETRISED = ("gelu", "softplus", "leaky_relu", "clamp", "hardtanh", "elu", "rsqrt")
+PARAMETRISED = ("gelu", "softplus", "leaky_relu", "clamp", "hardtanh", "elu", "celu", "rsqrt")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 POINTWISE_OPS = frozenset(UNARY) | frozenset(PARAMETRISED) | frozenset(BINARY)
 
@@ -102,6 +109,9 @@ def _parametrised(op: str, attrs: dict, x: str) -> str:
     if op == "elu":
         alpha = float(_attr(attrs, "alpha", 1.0))
         return f"({x} > 0.0f ? {x} : {literal(alpha)} * expm1f({x}))"
+    if op == "celu":
+        alpha = literal(float(_attr(attrs, "alpha", 1.0)))
+        return f"({x} > 0.0f ? {x} : {alpha} * expm1f({x} / {alpha}))"
     if op in ("clamp", "hardtanh"):
         default_lo, default_hi = (None, None) if op == "clamp" else (-1.0, 1.0)
         lo = attrs.get("min", default_lo) if op == "clamp" else _attr(attrs, "min", -1.0)

@@ -232,6 +232,15 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             F.elu: ("elu", ("input", "alpha", "inplace")),
             F.hardtanh: ("hardtanh", ("input", "min_val", "max_val", "inplace")),
             F.relu6: ("relu6", ("input", "inplace")),
+            torch.selu: ("selu", ("input",)),
+            F.selu: ("selu", ("input", "inplace")),
+            torch.celu: ("celu", ("input", "alpha")),
+            F.celu: ("celu", ("input", "alpha", "inplace")),
+            F.hardsigmoid: ("hardsigmoid", ("input", "inplace")),
+            F.hardswish: ("hardswish", ("input", "inplace")),
+            F.mish: ("mish", ("input", "inplace")),
+            F.softsign: ("softsign", ("input",)),
+            F.logsigmoid: ("logsigmoid", ("input",)),
             torch.clamp: ("clamp", ("input", "min", "max")),
             torch.clip: ("clamp", ("input", "min", "max")),
             torch.clamp_min: ("clamp_min", ("input", "min")),
@@ -676,6 +685,10 @@ class _Lowering:
         high = self._value(bound.get("max_val", 1.0))
         self._hardtanh(node, bound["input"], low, high)
 
+    def _lower_celu(self, node: fx.Node, bound: dict) -> None:
+        alpha = float(self._value(bound.get("alpha", 1.0)))
+        self._emit(node, "celu", [self._tensor(bound["input"])], {"alpha": alpha})
+
     def _lower_relu6(self, node: fx.Node, bound: dict) -> None:
         self._hardtanh(node, bound["input"], 0.0, 6.0)
 
@@ -1000,6 +1013,17 @@ _MODULES: list[tuple[type | None, Callable]] = [
     (nn.Tanh, _simple("tanh")),
     (nn.SiLU, _simple("silu")),
     (nn.Identity, _simple("identity")),
+    (nn.SELU, _simple("selu")),
+    (nn.Hardsigmoid, _simple("hardsigmoid")),
+    (nn.Hardswish, _simple("hardswish")),
+    (nn.Mish, _simple("mish")),
+    (nn.Softsign, _simple("softsign")),
+    (nn.LogSigmoid, _simple("logsigmoid")),
+    (nn.ReLU6, lambda lw, node, x, m: lw._hardtanh(node, x, 0.0, 6.0)),
+    (
+        nn.CELU,
+        lambda lw, node, x, m: lw._emit(node, "celu", [lw._tensor(x)], {"alpha": float(m.alpha)}),
+    ),
     (nn.GELU, lambda lw, node, x, m: lw._gelu(node, x, m.approximate)),
     (nn.Softplus, lambda lw, node, x, m: lw._softplus(node, x, m.beta, m.threshold)),
     (

@@ -332,6 +332,43 @@ def broadcast_zoo(a: int = 8, b: int = 6, c: int = 10) -> Case:
     return Case("broadcast_zoo", ir, problem, ("pointwise",), (nodes,))
 
 
+def activation_zoo(rows: int = 48, cols: int = 200) -> Case:
+    """Every parameterless activation KernelBench's levels 1 and 2 call, chained, on inputs wide
+    enough (scale 4) to reach each one's branches and saturated tails."""
+    shape = [rows, cols]
+    chain = [
+        ("selu", {}), ("hardsigmoid", {}), ("hardswish", {}), ("mish", {}), ("softsign", {}),
+        ("logsigmoid", {}), ("celu", {"alpha": 0.5}),
+    ]  # fmt: skip
+    nodes, previous, names = [], inp("x"), []
+    for index, (op, attrs) in enumerate(chain):
+        name = f"{op}_{index}"
+        # each activation reads the input plus the last one's output, so none sees only (0, 1)
+        nodes.append(node(f"sum_{index}", "add", [inp("x"), previous], shape, alpha=1))
+        nodes.append(node(name, op, [nd(f"sum_{index}")], shape, **attrs))
+        previous = nd(name)
+        names += [f"sum_{index}", name]
+    ir = graph([tensor("x", shape)], [], nodes, [names[-1]])
+    problem = (
+        HEADER
+        + '''class Model(nn.Module):
+    """A chain of activations, each over the input plus the last one's output."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        y = x
+        for act in (F.selu, F.hardsigmoid, F.hardswish, F.mish, F.softsign, F.logsigmoid):
+            y = act(x + y)
+        return F.celu(x + y, 0.5)
+'''
+        + _inputs((rows, cols), scale=4.0)
+        + "\n\ndef get_init_inputs():\n    return []\n"
+    )
+    return Case("activation_zoo", ir, problem, ("pointwise",), (tuple(names),))
+
+
 def bmm_log_softmax(batch: int = 4, m: int = 16, k: int = 24, n: int = 20) -> Case:
     out = [batch, m, n]
     ir = graph(
@@ -371,7 +408,7 @@ REQUIRED = [
     linear_bias_relu(),
     row_sum_keepdim(),
 ]
-EXTRA = [softmax_by_hand(), broadcast_zoo(), bmm_log_softmax()]
+EXTRA = [softmax_by_hand(), broadcast_zoo(), bmm_log_softmax(), activation_zoo()]
 ALL = REQUIRED + EXTRA
 
 AMAX_DIM0 = graph(

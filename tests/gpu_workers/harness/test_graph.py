@@ -358,6 +358,30 @@ def test_modules_and_functionals_lower_to_the_same_core_ops():
     assert ir["nodes"][-2]["args"] == [n("body_7"), p("body.8.weight")]
 
 
+def test_the_activations_kernelbench_uses_lower_from_functions_and_modules():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.SELU(), nn.Hardsigmoid(), nn.Hardswish(), nn.Mish(), nn.Softsign(),
+                nn.LogSigmoid(), nn.CELU(0.5),
+            )  # fmt: skip
+
+        def forward(self, x):
+            a = torch.selu(F.selu(x)) + F.hardsigmoid(x) + F.hardswish(x) + F.mish(x)
+            b = F.softsign(x) + F.logsigmoid(x) + F.celu(x, 2.0) + torch.celu(x)
+            return self.body(a + b)
+
+    ir = lower(M(), torch.randn(2, 6))
+    assert ir["unsupported"] == []
+    activations = [(q["op"], q["attrs"]) for q in ir["nodes"] if q["op"] != "add"]
+    plain = ["selu", "hardsigmoid", "hardswish", "mish", "softsign", "logsigmoid"]
+    functions = [("selu", {})] + [(op, {}) for op in plain]
+    functions += [("celu", {"alpha": 2.0}), ("celu", {"alpha": 1.0})]
+    modules = [(op, {}) for op in plain] + [("celu", {"alpha": 0.5})]
+    assert activations == functions + modules
+
+
 def test_what_cannot_lower_is_named_once():
     class M(nn.Module):
         def __init__(self):
