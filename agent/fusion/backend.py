@@ -22,6 +22,7 @@ from agent.fusion.program import FusionProgram
 from agent.tools import NOT_THE_KERNELS
 
 _SPEEDUP = re.compile(r"eager [^|(]*\((\d+(?:\.\d+)?)x\)")
+_SPEEDUP_VS_COMPILE = re.compile(r"torch\.compile [^|(]*\((\d+(?:\.\d+)?)x\)")
 
 Results = list[dict]  # the tool messages that answered the previous reply
 Policy = Generator[Reply, Results, None]
@@ -70,12 +71,15 @@ class FusionBackend:
             yield self._finish(_verify_failure(results[0]))
             return
         results = yield self._reply("Time the default launch configuration.", ("profile", {}))
-        best = yield from self._tune(program, _speedup(results[0]))
-        yield self._finish(f"Fused {len(program.kernels)} kernel(s); best launch: {_launch(best)}.")
+        best, versus_compile = yield from self._tune(program, results[0])
+        fused = f"Fused {len(program.kernels)} kernel(s); best launch: {_launch(best)}."
+        yield self._finish(_outcome(versus_compile) + fused)
 
-    def _tune(self, program: FusionProgram, baseline: float | None) -> Generator:
-        """Coordinate descent over each kernel's tunables; returns the best launch found."""
-        best, best_speedup = copy.deepcopy(program.launch), baseline or 0.0
+    def _tune(self, program: FusionProgram, first: dict) -> Generator:
+        """Coordinate descent over each kernel's tunables, from the default launch's profile
+        `first`; returns the best launch found and its speedup over torch.compile."""
+        best, best_speedup = copy.deepcopy(program.launch), _speedup(first) or 0.0
+        versus_compile = _speedup(first, _SPEEDUP_VS_COMPILE) if _ok(first) else None
         for kernel in program.kernels:
             for param, values in kernel.tunables.items():
                 for value in values:
@@ -94,12 +98,13 @@ class FusionBackend:
                     speedup = _speedup(results[-1]) if _ok(results[-1]) else None
                     if speedup is not None and speedup > best_speedup:
                         best, best_speedup = trial, speedup
+                        versus_compile = _speedup(results[-1], _SPEEDUP_VS_COMPILE)
         # Leave the workspace at the best configuration (already profiled: finish re-uses it).
         yield self._reply(
             f"Keep the fastest configuration ({best_speedup:.2f}x vs eager).",
             ("write_file", {"path": "model_new.py", "content": program.model_new(best)}),
         )
-        return best
+        return best, versus_compile
 
     # ---- replies ----
     def _reply(self, thought: str, *calls: tuple[str, dict]) -> Reply:
@@ -147,9 +152,20 @@ def _json(text: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _speedup(result: dict) -> float | None:
-    match = _SPEEDUP.search(result.get("content") or "")
+def _speedup(result: dict, pattern: re.Pattern = _SPEEDUP) -> float | None:
+    """The profile's speedup over eager (or over what `pattern` names)."""
+    match = pattern.search(result.get("content") or "")
     return float(match.group(1)) if match else None
+
+
+def _outcome(versus_compile: float | None) -> str:
+    """A loss said as plainly as a win: the run's result is its fastest verified kernel, which
+    may still be slower than torch.compile."""
+    if versus_compile is None:
+        return "Not compared with torch.compile: no profile gave its speedup. "
+    if versus_compile < 1.0:
+        return f"No faster kernel found: best {versus_compile:.2f}x of torch.compile. "
+    return f"Faster than torch.compile: {versus_compile:.2f}x. "
 
 
 def _verify_failure(result: dict) -> str:

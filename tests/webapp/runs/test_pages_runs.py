@@ -109,6 +109,20 @@ def test_it_offers_the_bundle_of_a_verified_best_candidate(private_run, alice):
     assert f'href="/runs/{private_run.pk}/candidates/1/"' in page
 
 
+@pytest.mark.parametrize("versus_compile, said", [(0.8, True), (1.25, False)])
+def test_a_best_kernel_slower_than_torch_compile_is_said_and_still_downloads(
+    private_run, alice, versus_compile, said
+):
+    best = add_candidate(
+        private_run, 1, {"model_new.py": "x = 1\n"}, speedup_vs_eager=1.5,
+        speedup_vs_compile=versus_compile,
+    )  # fmt: skip
+    make_best(private_run, best)
+    page = logged_in(alice).get(f"/runs/{private_run.pk}/").content.decode()
+    assert ("No faster kernel found: best 0.80× of torch.compile" in page) == said
+    assert f'href="/runs/{private_run.pk}/bundle.zip"' in page
+
+
 # ---- the re-grade section ----------------------------------------------------------------
 
 
