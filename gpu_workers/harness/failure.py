@@ -28,11 +28,16 @@ _OUT_OF_MEMORY = re.compile(
 _STOPPED_FROM_OUTSIDE = ("killed by SIGKILL", "timed out after", ": bwrap: ")
 
 
+# A package the problem imports that this worker lacks (KernelBench level 3's Mamba2 problems
+# import einops): the worker's environment, not the problem's code, and the reason says so.
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
 def of_runner_error(error: RunnerError) -> str:
     if error.role == "candidate":
         return CANDIDATE
     text = str(error)
-    if _OUT_OF_MEMORY.search(text):
+    if _OUT_OF_MEMORY.search(text) or _MISSING_MODULE.search(text):
         return INFRASTRUCTURE
     if isinstance(error, RunnerDied) and any(mark in text for mark in _STOPPED_FROM_OUTSIDE):
         return INFRASTRUCTURE
@@ -42,3 +47,14 @@ def of_runner_error(error: RunnerError) -> str:
 def of_profile_violations(codes: set[str]) -> str:
     """A disturbed machine (drift) is held for review without blaming the candidate."""
     return INFRASTRUCTURE if codes == {"timing_drift"} else CANDIDATE
+
+
+def reason_of(error: RunnerError) -> str:
+    """The words for a runner's failure, with what to do where the worker is at fault."""
+    missing = _MISSING_MODULE.search(str(error)) if error.role == "reference" else None
+    if missing:
+        return (
+            f"{error} (the problem imports {missing.group(1)}, which is not installed on this "
+            "worker: install it where the GPU workers run, then validate again)"
+        )
+    return str(error)

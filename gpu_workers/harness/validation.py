@@ -71,7 +71,11 @@ def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 60
                 finally:
                     judge.free()
         except RunnerError as exc:
-            found = {"ok": False, "reasons": [str(exc)], "failed_by": failure.of_runner_error(exc)}
+            found = {
+                "ok": False,
+                "reasons": [failure.reason_of(exc)],
+                "failed_by": failure.of_runner_error(exc),
+            }
     return ProblemReport(sha256=sha, seconds=time.monotonic() - started, **found)
 
 

@@ -16,6 +16,14 @@ from gpu_workers.harness.runner_process import RunnerDied, RunnerFailed
         (RunnerDied("reference", "the reference process exited with status 3"), "problem"),
         (RunnerDied("reference", "the reference process was killed by SIGSEGV"), "problem"),
         (RunnerFailed("reference", "raised OutOfMemoryError: out of memory"), "infrastructure"),
+        (
+            RunnerFailed("reference", "raised ModuleNotFoundError: No module named 'einops'"),
+            "infrastructure",
+        ),
+        (
+            RunnerFailed("candidate", "raised ModuleNotFoundError: No module named 'triton'"),
+            "candidate",
+        ),
         (RunnerDied("reference", "the reference process was killed by SIGKILL"), "infrastructure"),
         (
             RunnerDied("reference", "the reference process exited with status 1: bwrap: execvp "),

@@ -43,6 +43,12 @@ def test_a_reference_out_of_memory_is_the_machines_failure():
     assert report.failed_by == "infrastructure"
 
 
+def test_a_package_the_worker_lacks_is_the_machines_failure_and_named():
+    report = validation.validate(problem_source("imports_a_missing_package"), "cpu", LOOSE)
+    assert not report.ok and report.failed_by == "infrastructure"
+    assert "imports kernelarena_absent_package, which is not installed" in report.reasons[0]
+
+
 def test_a_mean_loss_that_follows_its_inputs_is_valid():
     """Two seeds give the same loss within the tolerance; its scaled inputs do not."""
     report = validation.validate(problem_source("mean_cross_entropy"), "cpu", LOOSE)
