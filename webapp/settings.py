@@ -1,8 +1,10 @@
 """Django settings: the one place the web app reads the environment.
 
-    DEBUG           1/0, true/false, yes/no (default: on, so a checkout just works)
-    SECRET_KEY      required when DEBUG is off
-    ALLOWED_HOSTS   comma-separated; required when DEBUG is off
+    DEBUG           1/0, true/false, yes/no (default: off; `make dev` turns it on)
+    SECRET_KEY      default: one generated for this checkout and kept in .cache/secret_key
+    ALLOWED_HOSTS   comma-separated (default: 127.0.0.1,localhost, where `make run` serves)
+    KERNELARENA_HTTPS   1 when a TLS proxy serves the site over https: secure cookies, HSTS,
+                    http redirected (the proxy must set X-Forwarded-Proto; default: 0)
     DATABASE_URL    e.g. postgres://user@host:5432/db (default: SQLite in .cache/)
     REDIS_URL       Celery broker and channel layer, e.g. redis://host:6379/0 (default: the
                     embedded server's socket in .cache/, which `make run` and the tests start)
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management.utils import get_random_secret_key
 
 from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
 from gpu_workers.harness.vocabulary import PROTOCOL_NAMES
@@ -89,20 +92,59 @@ def _database(url: str | None) -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
 
 
-DEBUG = _env_bool("DEBUG", True)
+def _checkout_secret_key(path: Path) -> str:
+    """This checkout's own key, generated on first use and kept, so sessions outlive a restart
+    and no two checkouts share a key."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        draft = path.with_name(f"{path.name}.{os.getpid()}")
+        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(get_random_secret_key())  # readable by this user only, from the start
+        try:
+            os.link(draft, path)  # atomic: of processes starting together, the first one wins
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    key = path.read_text().strip()
+    if not key:
+        raise ImproperlyConfigured(f"{path} is empty: delete it to have a new key generated")
+    return key
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY is required when DEBUG is off")
-    SECRET_KEY = "dev-only-insecure-key-never-used-with-DEBUG-off"
 
-if DEBUG:
-    ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
-elif os.environ.get("ALLOWED_HOSTS"):
-    ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "")
-else:
-    raise ImproperlyConfigured("ALLOWED_HOSTS is required when DEBUG is off")
+DEBUG = _env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY") or _checkout_secret_key(
+    BASE_DIR / ".cache" / "secret_key"
+)
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+
+# ---- Security headers and cookies: what `manage.py check --deploy` asks -----------------------
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+# Secure cookies, the redirect and HSTS only behind https: over the plain http of `make run` a
+# browser never sends a Secure cookie back, and HSTS would pin localhost to https.
+HTTPS = _env_bool("KERNELARENA_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = 30 * 24 * 3600 if HTTPS else 0  # a month: a mistake can still be undone
+if HTTPS:
+    # The TLS proxy in front sets X-Forwarded-Proto (and must overwrite a client's own): without
+    # it every request looks like http, and the redirect and the CSRF origin check misfire.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Left as --deploy reports them, on purpose:
+#   security.W005 (HSTS includeSubDomains): other hosts of the domain are not ours to pin.
+#   security.W021 (HSTS preload): browsers ship the list for months; the operator's decision.
+
+# Errors reach stderr with DEBUG off too: Django's default logs them only with DEBUG on (and
+# mails ADMINS, which is empty), so a 500 would leave no trace.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "loggers": {"django": {"handlers": ["stderr"], "level": "ERROR"}},
+}
 
 DATABASES = {"default": _database(os.environ.get("DATABASE_URL"))}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
@@ -223,8 +265,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".cache" / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing one
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# Served by WhiteNoise from the app directories in DEBUG, from STATIC_ROOT (collectstatic) after.
-WHITENOISE_USE_FINDERS = DEBUG
+# WhiteNoise serves STATIC_ROOT (the Docker image runs collectstatic) and, DEBUG or not, the
+# app directories, so `make run` serves its CSS without a collectstatic step.
+WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
