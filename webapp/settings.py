@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -212,6 +213,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "webapp.accounts",
     "webapp.problems",
     "webapp.runs",
@@ -228,6 +230,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a lock-out flagged during the request into its answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -255,6 +259,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# ---- Failed log-ins (django-axes) ---------------------------------------------------------------
+# Five failures of one username from one address within the cool-off lock that pair out for the
+# cool-off, counted again from each later try; a success clears them. Per username and address,
+# so another person behind the same address (an office, a NAT) still logs in, and nobody can lock
+# a user out from everywhere. Bad API tokens count the same way, per address
+# (webapp/accounts/authentication.py). The address is REMOTE_ADDR: behind a proxy, uvicorn's
+# --forwarded-allow-ips must name it so that REMOTE_ADDR is the client's.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out pair before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "webapp.accounts.lockout.locked_out"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
