@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test browser lint gpu-test bench clean
+.PHONY: run dev test browser lint gpu-test bench clean
 
 # A torch that is already importable (a GPU host's CUDA build) is kept through
 # --system-site-packages; otherwise the CPU build is installed, never the CUDA wheels.
@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml
 # http://127.0.0.1:8000 and one worker (cpu target without a GPU). Ctrl-C stops it all.
 run: $(STAMP)
 	$(PY) -m webapp.serve
+
+# `make run` with DEBUG on: Django's error pages with tracebacks. Never where others can reach it.
+dev: $(STAMP)
+	DEBUG=1 $(PY) -m webapp.serve
 
 test: $(STAMP) browser
 	$(PY) -m pytest tests --ignore=tests/gpu

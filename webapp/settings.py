@@ -1,8 +1,10 @@
 """Django settings: the one place the web app reads the environment.
 
-    DEBUG           1/0, true/false, yes/no (default: on, so a checkout just works)
-    SECRET_KEY      required when DEBUG is off
-    ALLOWED_HOSTS   comma-separated; required when DEBUG is off
+    DEBUG           1/0, true/false, yes/no (default: off; `make dev` turns it on)
+    SECRET_KEY      default: one generated for this checkout and kept in .cache/secret_key
+    ALLOWED_HOSTS   comma-separated (default: 127.0.0.1,localhost, where `make run` serves)
+    KERNELARENA_HTTPS   1 when a TLS proxy serves the site over https: secure cookies, HSTS,
+                    http redirected (the proxy must set X-Forwarded-Proto; default: 0)
     DATABASE_URL    e.g. postgres://user@host:5432/db (default: SQLite in .cache/)
     REDIS_URL       Celery broker and channel layer, e.g. redis://host:6379/0 (default: the
                     embedded server's socket in .cache/, which `make run` and the tests start)
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management.utils import get_random_secret_key
 
 from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
 from gpu_workers.harness.vocabulary import PROTOCOL_NAMES
@@ -89,20 +93,59 @@ def _database(url: str | None) -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
 
 
-DEBUG = _env_bool("DEBUG", True)
+def _checkout_secret_key(path: Path) -> str:
+    """This checkout's own key, generated on first use and kept, so sessions outlive a restart
+    and no two checkouts share a key."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        draft = path.with_name(f"{path.name}.{os.getpid()}")
+        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(get_random_secret_key())  # readable by this user only, from the start
+        try:
+            os.link(draft, path)  # atomic: of processes starting together, the first one wins
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    key = path.read_text().strip()
+    if not key:
+        raise ImproperlyConfigured(f"{path} is empty: delete it to have a new key generated")
+    return key
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY is required when DEBUG is off")
-    SECRET_KEY = "dev-only-insecure-key-never-used-with-DEBUG-off"
 
-if DEBUG:
-    ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
-elif os.environ.get("ALLOWED_HOSTS"):
-    ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "")
-else:
-    raise ImproperlyConfigured("ALLOWED_HOSTS is required when DEBUG is off")
+DEBUG = _env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY") or _checkout_secret_key(
+    BASE_DIR / ".cache" / "secret_key"
+)
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+
+# ---- Security headers and cookies: what `manage.py check --deploy` asks -----------------------
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+# Secure cookies, the redirect and HSTS only behind https: over the plain http of `make run` a
+# browser never sends a Secure cookie back, and HSTS would pin localhost to https.
+HTTPS = _env_bool("KERNELARENA_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = 30 * 24 * 3600 if HTTPS else 0  # a month: a mistake can still be undone
+if HTTPS:
+    # The TLS proxy in front sets X-Forwarded-Proto (and must overwrite a client's own): without
+    # it every request looks like http, and the redirect and the CSRF origin check misfire.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Left as --deploy reports them, on purpose:
+#   security.W005 (HSTS includeSubDomains): other hosts of the domain are not ours to pin.
+#   security.W021 (HSTS preload): browsers ship the list for months; the operator's decision.
+
+# Errors reach stderr with DEBUG off too: Django's default logs them only with DEBUG on (and
+# mails ADMINS, which is empty), so a 500 would leave no trace.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "loggers": {"django": {"handlers": ["stderr"], "level": "ERROR"}},
+}
 
 DATABASES = {"default": _database(os.environ.get("DATABASE_URL"))}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
@@ -170,6 +213,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "webapp.accounts",
     "webapp.problems",
     "webapp.runs",
@@ -186,6 +230,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a lock-out flagged during the request into its answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -214,6 +260,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# ---- Failed log-ins (django-axes) ---------------------------------------------------------------
+# Five failures of one username from one address within the cool-off lock that pair out for the
+# cool-off, counted again from each later try; a success clears them. Per username and address,
+# so another person behind the same address (an office, a NAT) still logs in, and nobody can lock
+# a user out from everywhere. Bad API tokens count the same way, per address
+# (webapp/accounts/authentication.py). The address is REMOTE_ADDR: behind a proxy, uvicorn's
+# --forwarded-allow-ips must name it so that REMOTE_ADDR is the client's.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out pair before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "webapp.accounts.lockout.locked_out"
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -223,8 +286,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".cache" / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing one
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# Served by WhiteNoise from the app directories in DEBUG, from STATIC_ROOT (collectstatic) after.
-WHITENOISE_USE_FINDERS = DEBUG
+# WhiteNoise serves STATIC_ROOT (the Docker image runs collectstatic) and, DEBUG or not, the
+# app directories, so `make run` serves its CSS without a collectstatic step.
+WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

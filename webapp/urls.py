@@ -24,3 +24,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
 ]
+
+# Errors no view handled: JSON under /api/, the site's pages elsewhere (webapp/error_pages.py).
+handler400 = "webapp.error_pages.bad_request"
+handler403 = "webapp.error_pages.permission_denied"
+handler404 = "webapp.error_pages.page_not_found"
+handler500 = "webapp.error_pages.server_error"

@@ -1,8 +1,10 @@
-"""Settings fail loudly on bad values, naming the variable."""
+"""Settings: production defaults (DEBUG off, a generated key kept per checkout, what
+`manage.py check --deploy` asks), and loud failures on bad values, naming the variable."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,27 +12,37 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+ENVIRONMENT = ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "KERNELARENA_HTTPS")
+
+
+def run_python(args: list[str], **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT}
+    environ.update(env)
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, env=environ, capture_output=True, text=True, timeout=120
+    )
 
 
 def load_settings(**env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY")}
-    environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-c", "import webapp.settings"],
-        cwd=REPO,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_python(["-c", "import webapp.settings"], **env)
+
+
+def setting(name: str, **env: str) -> str:
+    done = run_python(["-c", f"import webapp.settings as s; print(s.{name})"], **env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def deploy_warnings(**env: str) -> set[str]:
+    done = run_python(["manage.py", "check", "--deploy"], **env)
+    return set(re.findall(r"\((\w+\.W\d+)\)", done.stdout + done.stderr))
 
 
 @pytest.mark.parametrize(
     ("env", "message"),
     [
         ({"DEBUG": "maybe"}, "DEBUG='maybe': use 1 or 0"),
-        ({"DEBUG": "0", "ALLOWED_HOSTS": "example.org"}, "SECRET_KEY is required"),
-        ({"DEBUG": "0", "SECRET_KEY": "s", "ALLOWED_HOSTS": ""}, "ALLOWED_HOSTS is required"),
+        ({"KERNELARENA_HTTPS": "sure"}, "KERNELARENA_HTTPS='sure': use 1 or 0"),
         ({"ALLOWED_HOSTS": "a,,b"}, "ALLOWED_HOSTS='a,,b'"),
         ({"DATABASE_URL": "nosuchdb://x"}, "DATABASE_URL is not a database URL"),
     ],
@@ -44,3 +56,44 @@ def test_it_refuses_bad_values(env, message):
 def test_it_starts_with_production_values():
     done = load_settings(DEBUG="0", SECRET_KEY="s" * 50, ALLOWED_HOSTS="example.org")
     assert done.returncode == 0, done.stderr
+
+
+def test_it_runs_with_debug_off_unless_asked():
+    assert setting("DEBUG") == "False"
+    assert setting("DEBUG", DEBUG="1") == "True"
+
+
+def test_it_serves_only_this_machine_unless_told():
+    assert setting("ALLOWED_HOSTS") == "['127.0.0.1', 'localhost']"
+    assert setting("ALLOWED_HOSTS", ALLOWED_HOSTS="example.org") == "['example.org']"
+
+
+def test_it_keeps_a_generated_secret_key_per_checkout():
+    first, again = setting("SECRET_KEY"), setting("SECRET_KEY")
+    kept = REPO / ".cache" / "secret_key"
+    assert first == again == kept.read_text().strip()
+    assert len(first) >= 50
+    assert kept.stat().st_mode & 0o077 == 0  # readable by its owner only
+    assert setting("SECRET_KEY", SECRET_KEY="given-" + "k" * 50) == "given-" + "k" * 50
+
+
+DEPLOYED = {"DEBUG": "0", "ALLOWED_HOSTS": "kernelarena.example.org", "KERNELARENA_HTTPS": "1"}
+# Left on purpose; settings.py says why.
+LEFT_ON_PURPOSE = {"security.W005", "security.W021"}
+
+
+def test_check_deploy_finds_nothing_left_to_address_behind_https():
+    assert deploy_warnings(**DEPLOYED) <= LEFT_ON_PURPOSE
+
+
+@pytest.mark.parametrize(
+    ("change", "warning"),
+    [
+        ({"KERNELARENA_HTTPS": "0"}, "security.W012"),  # session cookie sent over http
+        ({"KERNELARENA_HTTPS": "0"}, "security.W004"),  # no HSTS
+        ({"DEBUG": "1"}, "security.W018"),
+        ({"SECRET_KEY": "s" * 50}, "security.W009"),  # a weak key
+    ],
+)
+def test_check_deploy_reports_what_is_wrong(change, warning):
+    assert warning in deploy_warnings(**{**DEPLOYED, **change})

@@ -23,7 +23,8 @@ def signup(request: HttpRequest) -> HttpResponse:
     form = UserCreationForm(request.POST) if posted else UserCreationForm()
     if posted and form.is_valid():
         user = form.save()
-        login(request, user)
+        # Named because axes' backend comes first in AUTHENTICATION_BACKENDS and logs no one in.
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, f"Welcome, {user.username}: you are signed in.")
         return redirect("home")
     return render(request, "accounts/signup.html", {"form": form})
