@@ -173,6 +173,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "ninja",  # /api/docs loads Swagger UI from ninja's static files, not from a CDN
     "webapp.accounts",
     "webapp.problems",
     "webapp.runs",
