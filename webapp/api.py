@@ -4,6 +4,7 @@ mounted here. Every error body is {"detail": "<what went wrong and what to do>"}
 from __future__ import annotations
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import DataError
 from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, ValidationError
@@ -46,6 +47,14 @@ def refused(request: HttpRequest, exc: RequestRefused):
 @api.exception_handler(RequestDataTooBig)
 def body_too_large(request: HttpRequest, exc: RequestDataTooBig):
     return api.create_response(request, {"detail": too_large(request)}, status=413)
+
+
+@api.exception_handler(DataError)
+def unstorable_value(request: HttpRequest, exc: DataError):
+    """A value the database cannot hold or compare, such as a NUL character in a name on
+    PostgreSQL: the request's fault, with the database's reason."""
+    detail = f"a value in the request cannot be used: {exc}; remove it and send it again"
+    return api.create_response(request, {"detail": detail}, status=422)
 
 
 @api.exception_handler(ValidationError)

@@ -123,3 +123,24 @@ def test_the_body_limit_keeps_the_csrf_check(alice):
     r = client.post("/problems/new/", {"visibility": "private", "source": "#" * 1000})
     assert r.status_code == 403
     assert not Problem.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body", "answers"),
+    [
+        ("post", "/api/problems", {"title": "a\x00b"}, {201, 422}),
+        ("get", "/api/suites/a%00b", None, {404, 422}),
+        ("get", "/api/suites/a%00b/board", None, {404, 422}),
+    ],
+)
+def test_a_nul_character_is_no_server_error(alice, relu_scale, method, url, body, answers):
+    """PostgreSQL (CI's database) cannot hold or compare a NUL: that was a 500, and is a 422
+    naming it; SQLite holds it."""
+    client = api_client(alice)
+    if method == "post":
+        r = client.post(url, {**body, "source": relu_scale}, content_type="application/json")
+    else:
+        r = client.get(url)
+    assert r.status_code in answers, r.content
+    if r.status_code == 422:
+        assert "NUL" in r.json()["detail"]
