@@ -29,7 +29,7 @@ APP = get_wsgi_application()
 schema = schemathesis.openapi.from_wsgi("/api/openapi.json", APP)
 schema.config.generation.update(
     modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
-    max_examples=50,
+    max_examples=100,
     deterministic=True,
     database="none",
 )
