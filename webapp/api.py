@@ -3,11 +3,14 @@ mounted here. Every error body is {"detail": "<what went wrong and what to do>"}
 
 from __future__ import annotations
 
+from django.core.exceptions import RequestDataTooBig
+from django.db import DataError
 from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, ValidationError
 
 from webapp.accounts.authentication import API_AUTH
+from webapp.body_limit import too_large
 from webapp.errors import RequestRefused
 from webapp.leaderboard.api import router as leaderboard_router
 from webapp.leaderboard.api import suite_boards
@@ -41,13 +44,26 @@ def refused(request: HttpRequest, exc: RequestRefused):
     return api.create_response(request, {"detail": str(exc)}, status=exc.status)
 
 
+@api.exception_handler(RequestDataTooBig)
+def body_too_large(request: HttpRequest, exc: RequestDataTooBig):
+    return api.create_response(request, {"detail": too_large(request)}, status=413)
+
+
+@api.exception_handler(DataError)
+def unstorable_value(request: HttpRequest, exc: DataError):
+    """A value the database cannot hold or compare, such as a NUL character in a name on
+    PostgreSQL: the request's fault, with the database's reason."""
+    detail = f"a value in the request cannot be used: {exc}; remove it and send it again"
+    return api.create_response(request, {"detail": detail}, status=422)
+
+
 @api.exception_handler(ValidationError)
 def invalid_request(request: HttpRequest, exc: ValidationError):
     """Pydantic's error list as one sentence: `field: problem; field: problem`."""
     parts = []
     for issue in exc.errors:
         where = ".".join(
-            str(part) for part in issue.get("loc", ()) if part not in ("body", "query")
+            str(part) for part in issue.get("loc", ()) if part not in ("body", "query", "path")
         )
         parts.append(f"{where}: {issue.get('msg', 'invalid')}" if where else issue.get("msg"))
     return api.create_response(request, {"detail": "; ".join(parts)}, status=422)

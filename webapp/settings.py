@@ -202,6 +202,9 @@ VALIDATION_GPU_TYPE = GPU_TYPES[0]
 
 # Abuse limits: the largest problem source accepted, and how many runs a user may start an hour.
 PROBLEM_MAX_BYTES = MAX_SOURCE_BYTES  # the source checks' own limit
+# The largest request body (JSON, or a page's form fields; uploaded files are checked by their
+# forms): room for a submission's largest file (512 KiB, twice a problem's source) once
+# JSON-escaped. Over it: the API's 413, or the page again saying so (webapp/body_limit.py).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 RUNS_PER_HOUR = _env_int("KERNELARENA_RUNS_PER_HOUR", 30)
@@ -214,6 +217,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "axes",
+    "ninja",  # /api/docs loads Swagger UI from ninja's static files, not from a CDN
     "webapp.accounts",
     "webapp.problems",
     "webapp.runs",
@@ -226,6 +230,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "webapp.body_limit.BodyLimitMiddleware",  # reads a page's fields before the CSRF check
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpRequest
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 
 from webapp.errors import ErrorOut, error
 from webapp.leaderboard import metrics
@@ -19,13 +19,14 @@ router = Router(tags=["leaderboard"])
 suite_boards = Router(tags=["suites"])
 
 
+# An empty filter is the same as none (a form's "any" choice sends one).
 class BoardParams(Schema):
-    gpu_type: str | None = None
-    protocol: str | None = None
+    gpu_type: str | None = Field(None, description="empty or absent: the first GPU type")
+    protocol: str | None = Field(None, description="empty or absent: the suite's protocol")
 
 
 class IndexParams(Schema):
-    gpu_type: str | None = None
+    gpu_type: str | None = Field(None, description="empty or absent: every GPU type")
 
 
 def definitions() -> list[dict]:
@@ -40,7 +41,7 @@ def leaderboard(request: HttpRequest, params: Query[IndexParams]):
     """Per GPU type (or only `gpu_type`), every suite's ranked rows under the suite's protocol.
     The fields are defined in `definitions`."""
     known = board_gpu_types()
-    if params.gpu_type is not None and params.gpu_type not in known:
+    if params.gpu_type and params.gpu_type not in known:
         return error(422, f"unknown GPU type {params.gpu_type!r}: use one of {', '.join(known)}")
     suites = list(Suite.objects.all())
     chosen = [params.gpu_type] if params.gpu_type else known
@@ -72,7 +73,8 @@ def get_board(request: HttpRequest, name: str, params: Query[BoardParams]):
     gpu_type = params.gpu_type or known[0]
     if gpu_type not in known:
         return error(422, f"unknown GPU type {gpu_type!r}: use one of {', '.join(known)}")
-    if params.protocol is not None and params.protocol not in settings.PROTOCOLS:
+    protocol = params.protocol or None
+    if protocol is not None and protocol not in settings.PROTOCOLS:
         protocols = ", ".join(settings.PROTOCOLS)
-        return error(422, f"unknown protocol {params.protocol!r}: use one of {protocols}")
-    return {**metrics.board(suite, gpu_type, params.protocol), "definitions": definitions()}
+        return error(422, f"unknown protocol {protocol!r}: use one of {protocols}")
+    return {**metrics.board(suite, gpu_type, protocol), "definitions": definitions()}

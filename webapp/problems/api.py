@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from django.http import HttpRequest
-from ninja import Field, Query, Router, Schema, Status
+from ninja import Query, Router, Status
 
 from gpu_workers.harness.problem_source import ProblemError
+from webapp.api_params import PageParams, RowId
 from webapp.errors import ErrorOut, error
 from webapp.problems.models import Problem
 from webapp.problems.schemas import ProblemIn, ProblemOut, ProblemSummaryOut
@@ -12,14 +13,19 @@ from webapp.problems.upload import upload_problem
 router = Router(tags=["problems"])
 
 
-class ListParams(Schema):
-    limit: int = Field(50, ge=1, le=200)
-    offset: int = Field(0, ge=0)
-
-
 @router.post(
     "",
-    response={201: ProblemOut, 200: ProblemOut, 401: ErrorOut, 422: ErrorOut},
+    # 400: a body that is not JSON; 403: a browser session without its CSRF token; 413: a body
+    # over the size limit.
+    response={
+        201: ProblemOut,
+        200: ProblemOut,
+        400: ErrorOut,
+        401: ErrorOut,
+        403: ErrorOut,
+        413: ErrorOut,
+        422: ErrorOut,
+    },
     summary="Upload a problem",
 )
 def create_problem(request: HttpRequest, body: ProblemIn):
@@ -33,15 +39,17 @@ def create_problem(request: HttpRequest, body: ProblemIn):
     return Status(201 if created else 200, problem)
 
 
-@router.get("", response={200: list[ProblemSummaryOut], 401: ErrorOut})
-def list_problems(request: HttpRequest, params: Query[ListParams]):
+@router.get("", response={200: list[ProblemSummaryOut], 401: ErrorOut, 422: ErrorOut})
+def list_problems(request: HttpRequest, params: Query[PageParams]):
     """Your problems and public ones, newest first."""
     visible = Problem.objects.visible_to(request.user).select_related("owner")
     return visible[params.offset : params.offset + params.limit]
 
 
-@router.get("/{problem_id}", response={200: ProblemOut, 401: ErrorOut, 404: ErrorOut})
-def get_problem(request: HttpRequest, problem_id: int):
+@router.get(
+    "/{problem_id}", response={200: ProblemOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+)
+def get_problem(request: HttpRequest, problem_id: RowId):
     problem = Problem.objects.visible_to(request.user).filter(pk=problem_id).first()
     if problem is None:
         return error(404, f"no problem {problem_id} that you can see")

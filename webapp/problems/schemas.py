@@ -8,7 +8,7 @@ from ninja import Field, Schema
 
 class ProblemIn(Schema):
     title: str = Field("", max_length=200)
-    source: str
+    source: str = Field(..., min_length=1, description="the problem's Python source")
     visibility: Literal["private", "public"] = "private"
 
 

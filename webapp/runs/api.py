@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 
+from webapp.api_params import SEQ_MAX, PageParams, RowId, Seq, id_filter
 from webapp.errors import ErrorOut, error
 from webapp.problems.models import Problem
 from webapp.problems.schemas import SubmissionIn
@@ -16,26 +17,37 @@ router = Router(tags=["runs"])
 # POST /api/problems/{id}/submissions: mounted beside the problems' own routes, here because it
 # starts a run.
 problem_submissions = Router(tags=["problems"])
-# What a route that starts a run answers: the refusals come from webapp/errors.py's handler.
+# What a route that starts a run answers: the refusals come from webapp/errors.py's handler; 400
+# is a body that is not JSON, 403 a browser session without its CSRF token, 413 a body over
+# the size limit.
 STARTS_A_RUN = {
     201: RunOut,
+    400: ErrorOut,
     401: ErrorOut,
+    403: ErrorOut,
     404: ErrorOut,
     409: ErrorOut,
+    413: ErrorOut,
     422: ErrorOut,
     429: ErrorOut,
 }
+# What a route that reads one run answers besides its 200: 422 is an id out of range.
+READS_A_RUN = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
 
 
-class ListParams(Schema):
-    problem: int | None = None
-    limit: int = Field(50, ge=1, le=200)
-    offset: int = Field(0, ge=0)
+class ListParams(PageParams):
+    problem: int | None = id_filter("only the runs on this problem")
 
 
 class EventParams(Schema):
-    after: int = Field(0, ge=0, description="return events with seq greater than this")
+    after: int = Field(0, ge=0, le=SEQ_MAX, description="return events with seq greater than this")
     limit: int = Field(500, ge=1, le=1000)
+
+
+class BundleParams(Schema):
+    candidate: int | None = Field(
+        None, ge=1, le=SEQ_MAX, description="a verified candidate's seq; default: the run's best"
+    )
 
 
 def _visible_run(request: HttpRequest, run_id: int) -> Run | None:
@@ -62,7 +74,7 @@ def create_run(request: HttpRequest, body: RunIn):
     return Status(201, run)
 
 
-@router.get("", response={200: list[RunOut], 401: ErrorOut})
+@router.get("", response={200: list[RunOut], 401: ErrorOut, 422: ErrorOut})
 def list_runs(request: HttpRequest, params: Query[ListParams]):
     """Your runs and runs on public problems, newest first; `problem` filters by problem id."""
     runs = Run.objects.visible_to(request.user).select_related("owner", "best_candidate")
@@ -71,17 +83,17 @@ def list_runs(request: HttpRequest, params: Query[ListParams]):
     return runs[params.offset : params.offset + params.limit]
 
 
-@router.get("/{run_id}", response={200: RunOut, 401: ErrorOut, 404: ErrorOut})
-def get_run(request: HttpRequest, run_id: int):
+@router.get("/{run_id}", response={200: RunOut, **READS_A_RUN})
+def get_run(request: HttpRequest, run_id: RowId):
     run = _visible_run(request, run_id)
     return run if run is not None else _not_found(run_id)
 
 
 @router.post(
     "/{run_id}/cancel",
-    response={200: RunOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
+    response={200: RunOut, 403: ErrorOut, 409: ErrorOut, **READS_A_RUN},
 )
-def cancel(request: HttpRequest, run_id: int):
+def cancel(request: HttpRequest, run_id: RowId):
     """Stop a queued or running run. Only its owner may; 409 once it has ended."""
     run = _visible_run(request, run_id)
     if run is None:
@@ -92,8 +104,8 @@ def cancel(request: HttpRequest, run_id: int):
     return run
 
 
-@router.get("/{run_id}/events", response={200: list[TraceEventOut], 401: ErrorOut, 404: ErrorOut})
-def list_events(request: HttpRequest, run_id: int, params: Query[EventParams]):
+@router.get("/{run_id}/events", response={200: list[TraceEventOut], **READS_A_RUN})
+def list_events(request: HttpRequest, run_id: RowId, params: Query[EventParams]):
     """The run's trace in order, from the first event after `after` (resume with the last seq
     you saw)."""
     run = _visible_run(request, run_id)
@@ -104,9 +116,9 @@ def list_events(request: HttpRequest, run_id: int, params: Query[EventParams]):
 
 @router.get(
     "/{run_id}/candidates",
-    response={200: list[CandidateSummaryOut], 401: ErrorOut, 404: ErrorOut},
+    response={200: list[CandidateSummaryOut], **READS_A_RUN},
 )
-def list_candidates(request: HttpRequest, run_id: int):
+def list_candidates(request: HttpRequest, run_id: RowId):
     """Every candidate the run verified or profiled, in order, without sources."""
     run = _visible_run(request, run_id)
     if run is None:
@@ -121,9 +133,9 @@ def _visible_candidate(request: HttpRequest, run_id: int, seq: int) -> Candidate
 
 @router.get(
     "/{run_id}/candidates/{seq}",
-    response={200: CandidateOut, 401: ErrorOut, 404: ErrorOut},
+    response={200: CandidateOut, **READS_A_RUN},
 )
-def get_candidate(request: HttpRequest, run_id: int, seq: int):
+def get_candidate(request: HttpRequest, run_id: RowId, seq: Seq):
     """One candidate with its sources (workspace path -> text) and the harness's verdict."""
     candidate = _visible_candidate(request, run_id, seq)
     if candidate is None:
@@ -133,16 +145,17 @@ def get_candidate(request: HttpRequest, run_id: int, seq: int):
 
 @router.get(
     "/{run_id}/bundle",
-    response={200: None, 401: ErrorOut, 404: ErrorOut},
+    response={200: None, **READS_A_RUN},
     summary="Download the best kernel as a zip",
 )
-def download_bundle(request: HttpRequest, run_id: int, candidate: int | None = None):
+def download_bundle(request: HttpRequest, run_id: RowId, params: Query[BundleParams]):
     """A zip of the run's best verified candidate (or `?candidate=SEQ`): model_new.py,
     kernels/, the binding files, build.py (builds and verifies with only torch installed) and
     report.json."""
     run = _visible_run(request, run_id)
     if run is None:
         return _not_found(run_id)
+    candidate = params.candidate
     seq = candidate if candidate is not None else _best_seq(run)
     chosen = run.candidates.filter(seq=seq, verified=True).first() if seq else None
     if chosen is None:
@@ -160,7 +173,7 @@ def _best_seq(run: Run) -> int | None:
     response=STARTS_A_RUN,
     summary="Submit your own kernel",
 )
-def submit_kernel(request: HttpRequest, problem_id: int, body: SubmissionIn):
+def submit_kernel(request: HttpRequest, problem_id: RowId, body: SubmissionIn):
     """Queue your own model_new.py and kernels/ files on a valid problem you can see: they go
     through the same compile, verify, profile and re-grade as an agent's, and rank as your row
     on the suite boards. 422 names each file to fix; 409 while the problem is not valid; 429

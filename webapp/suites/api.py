@@ -24,7 +24,8 @@ def list_suites(request: HttpRequest):
     return suites_with_counts()
 
 
-@router.get("/{name}", auth=None, response={200: SuiteDetailOut, 404: ErrorOut})
+# 422: a name the database cannot compare (a NUL character on PostgreSQL).
+@router.get("/{name}", auth=None, response={200: SuiteDetailOut, 404: ErrorOut, 422: ErrorOut})
 def get_suite(request: HttpRequest, name: str):
     """The suite's problems in order, each with its validation status and its baselines on
     every GPU type and protocol measured so far."""
