@@ -37,9 +37,12 @@ def start(command: list[str], **popen_options) -> subprocess.Popen:
 
 
 def stop(process: subprocess.Popen, timeout_s: float) -> None:
-    """SIGTERM to the child's group; whatever of the group is left after `timeout_s` (a worker
-    still finishing its task, a pool child) is killed."""
-    _signal_group(process, signal.SIGTERM)
+    """SIGTERM to the child, then SIGKILL to whatever of its group is left after `timeout_s` (a
+    worker still finishing its task, a pool child)."""
+    # The leader only: a Celery worker then finishes its task and stops its pool itself, where
+    # a SIGTERM to the pool child would kill the task at once.
+    if process.poll() is None:
+        process.terminate()
     try:
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
