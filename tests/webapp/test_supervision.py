@@ -23,6 +23,7 @@ from tests.webapp.live_stack import (
 )
 from webapp import child_process, embedded_redis
 from webapp.accounts.tokens import issue_token
+from webapp.supervisor import Backoff
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 CELERY_WORKER = "celery -A webapp.celery worker"
@@ -75,37 +76,50 @@ def test_stopped_stacks_leave_nothing_behind_and_never_share_a_broker(tmp_path):
     stale_folder.mkdir(parents=True)
     (stale_folder / embedded_redis.LOCK_NAME).touch()
     stale_broker = embedded_redis.start(stale_folder / "redis.sock")
-    (tmp_path / "first").mkdir()
-    (tmp_path / "second").mkdir()
-    first = LiveStack(tmp_path / "first")
-    second = LiveStack(tmp_path / "second")
+    for name in ("first", "second", "third"):
+        (tmp_path / name).mkdir()
+    first, second, third = stacks = [LiveStack(tmp_path / n) for n in ("first", "second", "third")]
     try:
-        for stack in (first, second):
+        for stack in stacks:
             stack.start_serve()
         stale_broker.wait(timeout=10)  # shut down by the first stack to start
         assert not stale_folder.exists()
 
-        sockets = [_broker_socket(stack) for stack in (first, second)]
-        assert sockets[0] != sockets[1], "two stacks in one checkout share a broker"
+        sockets = [_broker_socket(stack) for stack in stacks]
+        assert len(set(sockets)) == 3, "stacks in one checkout share a broker"
         assert all(embedded_redis.is_up(socket) for socket in sockets)
-        started = {stack: descendants(stack.processes["serve"].pid) for stack in (first, second)}
-        assert all(CELERY_WORKER in " ".join(p.command for p in ps) for ps in started.values())
+        started = [descendants(stack.processes["serve"].pid) for stack in stacks]
+        assert all(CELERY_WORKER in " ".join(p.command for p in ps) for ps in started)
 
         first.processes["serve"].send_signal(signal.SIGTERM)
         assert first.processes["serve"].wait(timeout=60) == 0, first.logs()
-        assert still_running(started[first]) == [], first.logs()
+        assert still_running(started[0]) == [], first.logs()
         assert not sockets[0].parent.exists()
         assert second.answers() and embedded_redis.is_up(sockets[1])
 
         second.processes["serve"].kill()  # hard: nothing of it may clean up
         second.processes["serve"].wait(timeout=10)
-        second.wait_for(lambda: not still_running(started[second]), 15, "its children to die")
+        second.wait_for(lambda: not still_running(started[1]), 15, "its children to die")
         assert embedded_redis.sweep_stale(root) == [sockets[1].parent]  # what the next start does
+
+        (web,) = third.serve_children("uvicorn")
+        os.kill(web.pid, signal.SIGKILL)  # the web server is the stack: it stops, all of it
+        assert third.processes["serve"].wait(timeout=60) == 1, third.logs()
+        assert still_running(started[2]) == [], third.logs()
+        stopped = f"web (pid {web.pid}) killed by SIGKILL; stopping the stack"
+        assert stopped in (third.folder / "serve.log").read_text()
     finally:
-        first.stop()
-        second.stop()
+        for stack in stacks:
+            stack.stop()
         child_process.kill(stale_broker)
         shutil.rmtree(stale_folder, ignore_errors=True)
+
+
+def test_a_worker_that_keeps_dying_waits_longer_each_time_up_to_30_s():
+    backoff = Backoff()
+    assert [backoff.delay_after(uptime_s=2) for _ in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    assert backoff.delay_after(uptime_s=60) == 1  # it had stayed up: a fresh start
+    assert backoff.delay_after(uptime_s=59) == 2
 
 
 def test_a_process_left_behind_is_seen():
