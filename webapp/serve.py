@@ -2,25 +2,31 @@
 
     python -m webapp.serve [--host 127.0.0.1] [--port 8000]
 
-Starts the embedded Redis (unless REDIS_URL names one), migrates the database (SQLite in .cache/
-unless DATABASE_URL names one), imports the committed results in benchmarks/results/ (so the
-boards measured on a GPU host show here without one; importing again changes nothing), then the
-ASGI server and one Celery worker for every GPU type, and stops them all on Ctrl-C. With no GPU
-the worker serves the cpu target. With one, the GPU type is named after it (e.g. "h100"), unless
+Starts an embedded Redis of this stack's own (unless REDIS_URL names one; webapp/embedded_redis.py),
+migrates the database (SQLite in .cache/ unless DATABASE_URL names one), imports the committed
+results in benchmarks/results/ (so the boards measured on a GPU host show here without one;
+importing again changes nothing), then the ASGI server and one Celery worker for every GPU type.
+webapp/supervisor.py restarts the worker when it dies; the death of the web server or the broker
+stops the stack (exit status 1), and so do Ctrl-C and SIGTERM (status 0). No process it started
+outlives it, even when it is killed hard (webapp/child_process.py). With no GPU the worker serves
+the cpu target. With one, the GPU type is named after it (e.g. "h100"), unless
 KERNELARENA_GPU_TYPES is set.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
+
+from webapp import child_process, embedded_redis
+from webapp.supervisor import Supervisor
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -46,39 +52,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
+    supervisor = Supervisor()  # first: a SIGTERM from here on stops whatever has started
+    broker_folder = None
+    if not os.environ.get("REDIS_URL"):
+        broker_folder = embedded_redis.PrivateFolder(embedded_redis.stacks_root(REPO))
+        for folder in broker_folder.removed_stale:
+            print(f"removed the embedded Redis of a stack that is gone: {folder}", flush=True)
+        # Before Django reads its settings, and inherited by the web server and the worker.
+        os.environ["REDIS_URL"] = f"unix://{broker_folder.socket}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     os.environ.setdefault("KERNELARENA_GPU_TYPES", detected_gpu_type())
+    try:
+        return _serve(supervisor, broker_folder, args.host, args.port)
+    finally:
+        supervisor.stop()
+        if broker_folder is not None:
+            broker_folder.release()
 
+
+def _serve(
+    supervisor: Supervisor, broker_folder: embedded_redis.PrivateFolder | None, host: str, port: int
+) -> int:
     import django
     from django.conf import settings
     from django.core.management import call_command
 
     django.setup()
-    from webapp import embedded_redis
-
-    redis_server = None
-    if settings.REDIS_IS_EMBEDDED:
-        redis_server = embedded_redis.start(settings.EMBEDDED_REDIS_SOCKET)
-        print(f"embedded Redis on {settings.EMBEDDED_REDIS_SOCKET}", flush=True)
+    if broker_folder is not None:
+        supervisor.add("broker", lambda: embedded_redis.start(broker_folder.socket), False)
+        print(f"embedded Redis: REDIS_URL={os.environ['REDIS_URL']} joins this stack", flush=True)
     call_command("migrate", interactive=False, verbosity=0)
     import_committed_results()
-    queues = ",".join(f"gpu.{gpu_type}" for gpu_type in settings.GPU_TYPES)
-    children = [
-        _start("web", [sys.executable, "-m", "uvicorn", "webapp.asgi:application",
-                       "--host", args.host, "--port", str(args.port), "--log-level", "warning"]),
-        _start("worker", [sys.executable, "-m", "celery", "-A", "webapp.celery", "worker",
-                          "-Q", queues, "--concurrency", "1", "--loglevel", "info",
-                          "--hostname", f"worker-{os.getpid()}@%h"]),
-    ]  # fmt: skip
-    url = f"http://{args.host}:{args.port}/"
+    supervisor.add("web", lambda: _start_web(host, port), restarts=False)
+    supervisor.add("worker", _worker_starter(settings.GPU_TYPES), restarts=True)
+    url = f"http://{host}:{port}/"
     print(f"KernelArena at {url} (GPU types: {', '.join(settings.GPU_TYPES)}). Ctrl-C stops.")
-    try:
-        return _wait(children)
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan children
-        for _, process in children:
-            _stop(process)
-        embedded_redis.stop(redis_server)
+    return supervisor.run()
 
 
 def import_committed_results(folder: Path = REPO / "benchmarks" / "results") -> None:
@@ -89,31 +98,25 @@ def import_committed_results(folder: Path = REPO / "benchmarks" / "results") -> 
         print(f"results {line}", flush=True)
 
 
-def _start(name: str, command: list[str]) -> tuple[str, subprocess.Popen]:
-    # Its own process group, so that Ctrl-C reaches the children only through _stop.
-    return name, subprocess.Popen(command, cwd=REPO, start_new_session=True)
+def _start_web(host: str, port: int) -> subprocess.Popen:
+    return child_process.start([sys.executable, "-m", "uvicorn", "webapp.asgi:application",
+                                "--host", host, "--port", str(port), "--log-level", "warning"],
+                               cwd=REPO)  # fmt: skip
 
 
-def _wait(children: list[tuple[str, subprocess.Popen]]) -> int:
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        while True:
-            for name, process in children:
-                if process.poll() is not None:
-                    print(f"{name} exited with {process.returncode}; stopping", file=sys.stderr)
-                    return 1
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        return 0
+def _worker_starter(gpu_types: list[str]) -> Callable[[], subprocess.Popen]:
+    """Starts the worker; each start has a name of its own, so a run's trace tells them apart."""
+    queues = ",".join(f"gpu.{gpu_type}" for gpu_type in gpu_types)
+    starts = itertools.count(1)
 
+    def start() -> subprocess.Popen:
+        name = f"worker-{os.getpid()}-{next(starts)}@%h"
+        return child_process.start([sys.executable, "-m", "celery", "-A", "webapp.celery",
+                                    "worker", "-Q", queues, "--concurrency", "1",
+                                    "--loglevel", "info", "--hostname", name],
+                                   cwd=REPO)  # fmt: skip
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+    return start
 
 
 if __name__ == "__main__":

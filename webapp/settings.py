@@ -7,7 +7,8 @@
                     http redirected (the proxy must set X-Forwarded-Proto; default: 0)
     DATABASE_URL    e.g. postgres://user@host:5432/db (default: SQLite in .cache/)
     REDIS_URL       Celery broker and channel layer, e.g. redis://host:6379/0 (default: the
-                    embedded server's socket in .cache/, which `make run` and the tests start)
+                    embedded server's socket in .cache/redis/, which the tests start; `make run`
+                    sets it to its own stack's broker, webapp/embedded_redis.py)
     KERNELARENA_GPU_TYPES   comma-separated GPU types that have a worker queue (default: cpu)
     KERNELARENA_RUNS_PER_HOUR   runs one user may start per hour (default: 30)
     KERNELARENA_RUN_TIME_LIMIT_S    hard limit of one agent run on a worker (default: 7200)

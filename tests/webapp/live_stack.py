@@ -1,6 +1,7 @@
 """The whole product as separate processes for end-to-end and browser tests: the ASGI server
 (uvicorn) and Celery workers, on the test database and the test Redis, as `make run` starts
-them. Nothing is stubbed; only the agent is scripted."""
+them; or `make run` itself (start_serve), with the broker of its own. Nothing is stubbed; only
+the agent is scripted. The /proc walk below finds what a stack started and whether it lives."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import connection
@@ -75,15 +77,28 @@ class LiveStack:
     def start(self) -> LiveStack:
         self.spawn("web", self._web_command())
         self.start_worker("worker-1")
-        self.wait_for(lambda: self._answers(), 60, "the web server to answer")
+        self.wait_for(self.answers, 60, "the web server to answer")
         return self
+
+    def start_serve(self) -> LiveStack:
+        """`python -m webapp.serve`, as `make run` starts it: it starts and supervises its own
+        embedded Redis, web server and worker (REDIS_URL unset, so the broker is its own)."""
+        self.env.pop("REDIS_URL", None)
+        self.spawn("serve", [sys.executable, "-m", "webapp.serve", "--port", str(self.port)])
+        self.wait_for(self.answers, 120, "the stack to answer")
+        return self
+
+    def serve_children(self, command_part: str = "") -> list[Process]:
+        """The running children of the serve process whose command line has `command_part`."""
+        pid = self.processes["serve"].pid
+        return [p for p in running_processes() if p.parent == pid and command_part in p.command]
 
     def start_web(self, *options: str) -> LiveStack:
         """The web server alone, with no worker to claim runs; `options` go to uvicorn (e.g.
         "--ws", "none": a server that refuses websocket handshakes)."""
         self.web_options = options
         self.spawn("web", self._web_command())
-        self.wait_for(lambda: self._answers(), 60, "the web server to answer")
+        self.wait_for(self.answers, 60, "the web server to answer")
         return self
 
     def stop_web(self) -> None:
@@ -146,7 +161,14 @@ class LiveStack:
         is_json = kind.get("Content-Type", "").startswith("application/json")
         return status, json.loads(raw) if is_json else raw
 
-    def _answers(self) -> bool:
+    def start_run(self, token: str, problem_id: int, agent: str) -> dict:
+        """The run, as the API's 201 returned it, of `agent` on the cpu target."""
+        body = {"problem_id": problem_id, "agent": agent, "gpu_type": "cpu"}
+        status, run = self.api("POST", "/api/runs", token, body)
+        assert status == 201, run
+        return run
+
+    def answers(self) -> bool:
         try:
             urllib.request.urlopen(self.base_url + "/api/openapi.json", timeout=2)
             return True
@@ -154,10 +176,63 @@ class LiveStack:
             return False
 
     def wait_for(self, predicate, timeout_s: float, what: str):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(0.5)
-        raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{self.logs()}")
+        return wait_until(predicate, timeout_s, what, self.logs)
+
+
+def wait_until(predicate, timeout_s: float, what: str, details=lambda: ""):
+    """predicate()'s first true value, polled every 0.5 s; after `timeout_s`, an AssertionError
+    naming `what` and the `details()` (a stack's logs)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{details()}")
+
+
+# ---- processes, from /proc ----
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    parent: int
+    started: int  # clock ticks after boot: a pid the kernel reused has another start time
+    command: str
+
+
+def running_processes() -> list[Process]:
+    """Every process of this machine but zombies (exited, waiting to be reaped)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (process := _read_process(int(entry.name))):
+            found.append(process)
+    return found
+
+
+def descendants(pid: int) -> list[Process]:
+    """The running processes under `pid`, children, their children and so on."""
+    everything = running_processes()
+    found, parents = [], {pid}
+    while layer := [p for p in everything if p.parent in parents and p not in found]:
+        found += layer
+        parents = {p.pid for p in layer}
+    return found
+
+
+def still_running(processes: list[Process]) -> list[Process]:
+    """Those of `processes` that run yet: the same pid, started at the same time (its parent
+    may have changed: an orphan's parent is init)."""
+    return [p for p in processes if (now := _read_process(p.pid)) and now.started == p.started]
+
+
+def _read_process(pid: int) -> Process | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The name (field 2) may hold spaces and parentheses: the fields after its last ")" count.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return Process(pid, int(fields[1]), int(fields[19]), command.strip())
