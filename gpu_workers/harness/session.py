@@ -27,6 +27,8 @@ from gpu_workers.harness.runner_process import RunnerDied, RunnerError, RunnerFa
 from gpu_workers.harness.source_gate import Violation
 from gpu_workers.harness.vocabulary import sources_digest
 
+MEASUREMENT_ATTEMPTS = 3
+
 
 class Session:
     def __init__(
@@ -99,15 +101,15 @@ class Session:
         return outcome
 
     def _judge(self, extension_dir: str) -> tuple[dict, profile_mod.Measurement | None]:
-        """Trials, then timing; a measurement the machine disturbed is taken once more, with a
-        fresh candidate process, before the drift stands (a busy neighbour passes, a candidate
-        that slows the machine does not)."""
+        """Trials, then timing; a measurement the machine disturbed (drift, or a clock that
+        disagrees) is taken again with a fresh candidate process, up to MEASUREMENT_ATTEMPTS in
+        all, before the violation stands (a busy neighbour passes, a cheat does not)."""
         judge = Judge(self.device, self.protocol)
         with gpu_lock.hold(self.device):
             try:
                 reference = self._reference_runner()
                 verdict, measured = None, None
-                for _attempt in range(2):
+                for _attempt in range(MEASUREMENT_ATTEMPTS):
                     # eager alone is timed while no candidate process exists
                     alone = profile_mod.eager_alone(judge, reference)
                     with self._candidate_runner(extension_dir) as candidate:
