@@ -195,8 +195,7 @@ def device_memory_bytes(device: str) -> int:
 def _nbytes(spec: dict) -> int:
     if "value" in spec:
         return 0
-    count = math.prod(int(n) for n in spec["shape"])
-    return count * torch.empty((), dtype=dtype_of(spec["dtype"])).element_size()
+    return math.prod(int(n) for n in spec["shape"]) * dtype_of(spec["dtype"]).itemsize
 
 
 def _spec_of(value) -> dict:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256  # noqa: F401
 from gpu_workers.harness.protocol import Protocol
@@ -92,14 +93,8 @@ _REDUCTIONS = {
 
 
 def _elements(value) -> int:
-    tensors = [t for t in _flat(value) if isinstance(t, torch.Tensor)]
+    tensors = [t for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
     return tensors[0].numel() if tensors else 0
-
-
-def _flat(value) -> list:
-    if isinstance(value, list | tuple):
-        return [x for item in value for x in _flat(item)]
-    return [value]
 
 
 class _ElementwiseCounter(TorchDispatchMode):
