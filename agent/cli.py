@@ -3,7 +3,9 @@ python -m agent agents [--agents-file PATH]
 
 optimize runs one agent on one problem and prints a line per step. It writes DIR/best/ (the
 fastest verified candidate's model_new.py and kernels/), DIR/verdict.json and
-DIR/trajectory.jsonl. Exit 0: a verified candidate exists; 1: none; 2: unusable input.
+DIR/trajectory.jsonl. Exit 0: a verified candidate exists; 1: none (the agent ran and found no
+verified kernel); 2: unusable input; 3: none, because the model server failed (unreachable,
+refusing, or broken past its retries: fix the server, not the agent).
 
 This is the wiring point: the one module of the agent package that imports the harness.
 """
@@ -22,7 +24,7 @@ from agent.config import ConfigError, agents_file, load_agent, load_agents
 from agent.loop import Agent, RunResult
 from agent.trajectory import trajectory_record, write_trajectory
 
-EXIT_OK, EXIT_NO_RESULT, EXIT_UNUSABLE = 0, 1, 2
+EXIT_OK, EXIT_NO_RESULT, EXIT_UNUSABLE, EXIT_MODEL_FAILED = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,7 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("out") / f"{args.problem.stem}-{config.name}"
     write_outputs(out, result, trajectory_record(result, config, problem))
     print(f"wrote {out}/best, {out}/verdict.json, {out}/trajectory.jsonl")
-    return EXIT_OK if result.best else EXIT_NO_RESULT
+    return exit_status(result)
+
+
+def exit_status(result: RunResult) -> int:
+    if result.best:
+        return EXIT_OK
+    return EXIT_MODEL_FAILED if result.status == "backend_error" else EXIT_NO_RESULT
 
 
 def _prepare(args: argparse.Namespace):

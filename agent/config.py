@@ -3,10 +3,14 @@
 Configurations live in a TOML (or JSON) file, one table per agent under `agents`; see
 agent/configs/agents.toml. This is the one place that reads agent settings from the environment:
 
-    KERNELARENA_AGENTS_FILE     the agents file (default: agent/configs/agents.toml)
-    KERNELARENA_AGENT_BASE_URL  overrides base_url of the agent loaded (e.g. http://vllm:8000/v1)
-    KERNELARENA_AGENT_MODEL     overrides model of the agent loaded
-    <api_key_env>               the API key itself; a file never holds a key
+    KERNELARENA_AGENTS_FILE             the agents file (default: agent/configs/agents.toml)
+    KERNELARENA_AGENT_<NAME>_BASE_URL   overrides base_url of agent NAME alone (e.g. for
+                                        vllm-kernel: KERNELARENA_AGENT_VLLM_KERNEL_BASE_URL)
+    KERNELARENA_AGENT_<NAME>_MODEL      overrides model of agent NAME alone
+    <api_key_env>                       the API key itself; a file never holds a key
+
+Overrides are per agent so that no setting sends one agent's requests (and its key) to another
+agent's endpoint.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,11 +134,25 @@ def load_agent(
     if name not in agents:
         raise ConfigError(f"no agent {name!r} in {path}; known: {', '.join(sorted(agents))}")
     config = agents[name]
-    overrides = {
-        "base_url": environ.get("KERNELARENA_AGENT_BASE_URL"),
-        "model": environ.get("KERNELARENA_AGENT_MODEL"),
-    }
+    _refuse_shared_overrides(name, environ)
+    overrides = {key: environ.get(override_variable(name, key)) for key in ("base_url", "model")}
     return dataclasses.replace(config, **{k: v for k, v in overrides.items() if v})
+
+
+def override_variable(agent: str, key: str) -> str:
+    """The environment variable that overrides one key of one agent."""
+    return f"KERNELARENA_AGENT_{re.sub(r'[^A-Z0-9]', '_', agent.upper())}_{key.upper()}"
+
+
+def _refuse_shared_overrides(name: str, environ: Mapping[str, str]) -> None:
+    # These once overrode every agent at once, so a frontier agent's key went to the vLLM host.
+    for key in ("base_url", "model"):
+        shared = f"KERNELARENA_AGENT_{key.upper()}"
+        if environ.get(shared):
+            raise ConfigError(
+                f"${shared} is no longer read: it pointed every agent at one endpoint; "
+                f"set ${override_variable(name, key)} for agent {name!r} instead"
+            )
 
 
 def agents_file(path: Path | str | None = None, environ: Mapping[str, str] = os.environ) -> Path:

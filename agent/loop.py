@@ -17,9 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from agent.backends import Backend, BackendError, ContextLengthExceeded, Reply, ToolCall
+from agent.backends import (
+    Backend,
+    BackendError,
+    ContextLengthExceeded,
+    DeadlineReached,
+    Reply,
+    ToolCall,
+)
 from agent.candidates import Candidate, Candidates
 from agent.config import AgentConfig
+from agent.live_thought import LiveThought
 from agent.prompts import initial_messages
 from agent.tools import TOOL_NAMES, TOOLS, ToolCallError, ToolResult, check_arguments, run_tool
 from agent.workspace import Workspace
@@ -150,6 +158,8 @@ class Agent:
                 return self.end(stop)
             except ContextLengthExceeded as error:
                 return self.end(ContextFull(str(error)))
+            except DeadlineReached as error:
+                return self.end(LimitsExceeded("seconds", f"{self.seconds_used()}: {error}"))
             except BackendError as error:
                 return self.end(ModelUnavailable(str(error)))
             except Exception:  # a harness or backend bug must not lose the candidates found so far
@@ -173,14 +183,21 @@ class Agent:
                 "tokens", f"used {usage.total_tokens} of {budget.max_tokens} tokens"
             )
         if budget.max_seconds and self.elapsed() >= budget.max_seconds:
-            raise LimitsExceeded(
-                "seconds", f"ran {self.elapsed():.0f} of {budget.max_seconds:.0f} s"
-            )
+            raise LimitsExceeded("seconds", self.seconds_used())
         if budget.max_dollars and usage.cost_usd >= budget.max_dollars:
             raise LimitsExceeded("dollars", f"spent ${usage.cost_usd:.4f} of ${budget.max_dollars}")
 
+    def seconds_used(self) -> str:
+        return f"ran {self.elapsed():.0f} of {self.config.budget.max_seconds:.0f} s"
+
+    def deadline(self) -> float | None:
+        """When the run's time is up (time.monotonic()); each request is bounded by it."""
+        max_seconds = self.config.budget.max_seconds
+        return self.started + max_seconds if max_seconds else None
+
     def query(self) -> Reply:
-        reply = self.backend.complete(self.messages, TOOLS)
+        live = LiveThought(lambda payload: self.emit("thought", payload), turn=self.turns + 1)
+        reply = self.backend.complete(self.messages, TOOLS, self.deadline(), live)
         self.turns += 1
         self.add_usage(reply)
         self.messages.append(reply.message())

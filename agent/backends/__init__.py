@@ -9,6 +9,8 @@ without tool calling) and `scripted` (replays recorded actions; no model, for te
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -19,6 +21,27 @@ class BackendError(Exception):
 
 class ContextLengthExceeded(BackendError):
     """The conversation no longer fits the model's context window."""
+
+
+class DeadlineReached(BackendError):
+    """The run's time budget ran out while waiting for the model: the loop ends the run as
+    limits_exceeded (seconds), not as a broken server."""
+
+
+# Receives each piece of a reply while a server streams it: (text, reasoning), either may be "".
+# The loop batches the pieces into thought events for the live trace.
+TextSink = Callable[[str, str], None]
+
+
+def time_left(deadline: float | None, endpoint: str = "the model") -> float | None:
+    """Seconds until the deadline (a time.monotonic() value), None for no deadline; raises
+    DeadlineReached when none is left, so that no request starts that cannot finish in time."""
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0.05:
+        raise DeadlineReached(f"the time budget ran out waiting for {endpoint}")
+    return left
 
 
 @dataclass
@@ -69,7 +92,16 @@ class Reply:
 
 
 class Backend(Protocol):
-    def complete(self, messages: list[dict], tools: list[dict]) -> Reply: ...
+    def complete(
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        deadline: float | None = None,
+        on_text: TextSink | None = None,
+    ) -> Reply:
+        """One assistant reply. deadline (a time.monotonic() value) bounds the whole call,
+        retries included; on_text, where given, sees the reply's pieces while it streams."""
+        ...
 
 
 def parse_arguments(raw: str) -> tuple[dict | None, str | None]:

@@ -1,13 +1,17 @@
 """Any OpenAI-compatible chat-completions endpoint with native tool calls (vLLM, frontier APIs).
 
 Streaming by default (a long kernel takes minutes to generate; a stream keeps the connection
-alive and the read timeout applies per chunk). Retries with exponential backoff on timeouts,
-dropped connections, 429 and 5xx; a context-length error is raised at once, never retried.
+alive, the read timeout applies per chunk, and the text reaches the live trace as it comes).
+Retries with exponential backoff on timeouts, dropped or malformed streams, 429 (honouring
+Retry-After) and 5xx; a context-length error is raised at once, never retried. Every request,
+and every wait between retries, fits in the time the run has left. Errors name the endpoint and
+keep the server's own message.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import time
 import uuid
@@ -17,16 +21,24 @@ import openai
 from agent.backends import (
     BackendError,
     ContextLengthExceeded,
+    DeadlineReached,
     Reply,
+    TextSink,
     ToolCall,
     Usage,
     estimate_usage,
     parse_arguments,
+    time_left,
 )
+from agent.backends.tool_markup import unparsed_tool_call
 from agent.config import AgentConfig
 
 # Worth another try: the server was slow, overloaded, or failed mid-stream.
 _RETRYABLE = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+# What a stream can raise past the SDK: a `data:` line that is not JSON (transformers serve sends
+# one when its tool-call parser fails mid-stream). The SDK (3.x) raises a dropped or stalled
+# connection as APIConnectionError / APITimeoutError.
+_STREAM_FAULTS = (json.JSONDecodeError,)
 _CONTEXT_LENGTH_HINTS = (
     "context_length_exceeded",
     "maximum context length",
@@ -41,6 +53,7 @@ _SENT_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
 class OpenAIBackend:
     def __init__(self, config: AgentConfig):
         self.config = config
+        self._last_timeout = config.request_timeout_s
         self.client = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key(),
@@ -48,17 +61,29 @@ class OpenAIBackend:
             max_retries=0,  # retries are ours, so that every one is counted and logged the same
         )
 
-    def complete(self, messages: list[dict], tools: list[dict]) -> Reply:
+    def complete(
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        deadline: float | None = None,
+        on_text: TextSink | None = None,
+    ) -> Reply:
         request = self.request(messages, tools)
         for attempt in itertools.count():
+            timeout = self._timeout(deadline)
             try:
-                reply = self._stream(request) if self.config.stream else self._create(request)
-            except openai.APIError as error:
+                if self.config.stream:
+                    reply = self._stream(request, timeout, deadline, on_text)
+                else:
+                    reply = self._create(request, timeout)
+            except (openai.APIError, *_STREAM_FAULTS) as error:
                 self._raise_unless_retryable(error, attempt)
-                time.sleep(self.retry_delay(attempt, error))
+                self._wait(self.retry_delay(attempt, error), deadline, error)
                 continue
             if reply.usage.total_tokens == 0:
                 reply.usage = estimate_usage(request["messages"], reply.content)
+            if not reply.tool_calls:
+                reply.format_error = unparsed_tool_call(reply.content)
             return reply
 
     def request(self, messages: list[dict], tools: list[dict]) -> dict:
@@ -71,19 +96,46 @@ class OpenAIBackend:
             request["extra_body"] = dict(self.config.sampling)
         return request
 
-    def _raise_unless_retryable(self, error: openai.APIError, attempt: int) -> None:
-        text = f"{error.message} {getattr(error, 'body', '') or ''}".lower()
-        if any(hint in text for hint in _CONTEXT_LENGTH_HINTS):
-            raise ContextLengthExceeded(error.message) from error
-        # An error event inside a stream has no status: the server failed mid-reply.
-        mid_stream = not isinstance(error, openai.APIStatusError)
-        if not (isinstance(error, _RETRYABLE) or mid_stream):
-            raise BackendError(f"{type(error).__name__}: {error.message}") from error
+    def _timeout(self, deadline: float | None) -> float:
+        left = time_left(deadline, self.config.base_url)
+        limit = self.config.request_timeout_s
+        self._last_timeout = limit if left is None else min(left, limit)
+        return self._last_timeout
+
+    def _raise_unless_retryable(self, error: Exception, attempt: int) -> None:
+        what, retryable = self.describe(error)
+        said = f"{what} {getattr(error, 'body', '') or ''}".lower()  # OpenAI puts it in `code`
+        if any(hint in said for hint in _CONTEXT_LENGTH_HINTS):
+            raise ContextLengthExceeded(what) from error
+        if not retryable:
+            raise BackendError(what) from error
         if attempt >= self.config.max_retries:
             tries = self.config.max_retries + 1
-            raise BackendError(f"gave up after {tries} tries: {error.message}") from error
+            raise BackendError(f"gave up after {tries} tries: {what}") from error
 
-    def retry_delay(self, attempt: int, error: openai.APIError) -> float:
+    def describe(self, error: Exception) -> tuple[str, bool]:
+        """What went wrong, in words that name the endpoint and keep the server's own message,
+        and whether another try may help."""
+        endpoint = self.config.base_url
+        if isinstance(error, json.JSONDecodeError):
+            line = error.doc[:200]
+            return f"{endpoint} sent a stream line that is not JSON: {line!r}", True
+        if isinstance(error, openai.APITimeoutError):
+            waited = f"no data for {self._last_timeout:.0f} s"
+            return f"{endpoint} did not answer in time ({waited})", True
+        if isinstance(error, openai.APIStatusError):
+            retryable = isinstance(error, _RETRYABLE)
+            status = f"{error.status_code} {type(error).__name__}"
+            return f"{endpoint} answered {status}: {_server_message(error)}", retryable
+        if isinstance(error, openai.APIConnectionError):
+            cause = error.__cause__
+            detail = f"{type(cause).__name__}: {cause}" if cause else error.message
+            return f"{endpoint}: the connection failed or broke off ({detail})", True
+        # An error event inside a stream has no status: the server failed mid-reply.
+        message = getattr(error, "message", str(error))
+        return f"{endpoint} failed in the middle of a reply: {message}", True
+
+    def retry_delay(self, attempt: int, error: Exception) -> float:
         """Exponential backoff with jitter; a server's Retry-After wins when it says more."""
         delay = self.config.backoff_s * 2**attempt * random.uniform(1.0, 1.25)
         response = getattr(error, "response", None)
@@ -92,8 +144,16 @@ class OpenAIBackend:
             delay = max(delay, float(retry_after))
         return min(delay, self.config.max_backoff_s)
 
-    def _create(self, request: dict) -> Reply:
-        response = self.client.chat.completions.create(**request)
+    def _wait(self, delay: float, deadline: float | None, error: Exception) -> None:
+        """Sleeps before the next try, unless the run's time would run out first."""
+        left = time_left(deadline, self.config.base_url)
+        if left is not None and delay >= left:
+            what, _ = self.describe(error)
+            raise DeadlineReached(f"the time budget ran out while retrying: {what}")
+        time.sleep(delay)
+
+    def _create(self, request: dict, timeout: float) -> Reply:
+        response = self.client.chat.completions.create(**request, timeout=timeout)
         choice = response.choices[0]
         message = choice.message
         calls = [
@@ -109,9 +169,11 @@ class OpenAIBackend:
             finish_reason=choice.finish_reason,
         )
 
-    def _stream(self, request: dict) -> Reply:
+    def _stream(
+        self, request: dict, timeout: float, deadline: float | None, on_text: TextSink | None
+    ) -> Reply:
         stream = self.client.chat.completions.create(
-            **request, stream=True, stream_options={"include_usage": True}
+            **request, stream=True, stream_options={"include_usage": True}, timeout=timeout
         )
         content: list[str] = []
         reasoning: list[str] = []
@@ -119,16 +181,22 @@ class OpenAIBackend:
             int, dict
         ] = {}  # tool-call deltas by index: id and name once, arguments in parts
         usage, finish_reason = Usage(), None
-        for chunk in stream:
-            if chunk.usage:
-                usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-            for choice in chunk.choices:
-                delta = choice.delta
-                content.append(delta.content or "")
-                reasoning.append(_reasoning(delta))
-                for part in delta.tool_calls or []:
-                    _merge_tool_call_delta(calls.setdefault(part.index, {}), part)
-                finish_reason = choice.finish_reason or finish_reason
+        with stream:
+            for chunk in stream:
+                if chunk.usage:
+                    usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    content.append(delta.content or "")
+                    reasoning.append(_reasoning(delta))
+                    for part in delta.tool_calls or []:
+                        _merge_tool_call_delta(calls.setdefault(part.index, {}), part)
+                    finish_reason = choice.finish_reason or finish_reason
+                    if on_text is not None:
+                        on_text(delta.content or "", reasoning[-1])
+                # A server that trickles chunks keeps each read within the timeout; the
+                # budget bounds the whole reply.
+                time_left(deadline, self.config.base_url)
         return Reply(
             content="".join(content),
             tool_calls=[
@@ -139,6 +207,24 @@ class OpenAIBackend:
             reasoning="".join(reasoning),
             finish_reason=finish_reason,
         )
+
+
+def _server_message(error: openai.APIStatusError) -> str:
+    """The server's own explanation: OpenAI's and vLLM's `message`, FastAPI's `detail`, or the
+    body's text."""
+    body = error.body
+    if isinstance(body, dict):
+        for key in ("message", "detail", "error"):
+            value = body.get(key)
+            if isinstance(value, dict):
+                value = value.get("message")
+            if value:
+                return str(value)
+    try:
+        text = error.response.text.strip()
+    except Exception:  # a streamed error response whose body was never read
+        text = ""
+    return text[:500] or error.message
 
 
 def _merge_tool_call_delta(call: dict, part) -> None:

@@ -18,7 +18,16 @@ import json
 import time
 from pathlib import Path
 
-from agent.backends import BackendError, Reply, ToolCall, Usage, estimate_usage, parse_arguments
+from agent.backends import (
+    BackendError,
+    Reply,
+    TextSink,
+    ToolCall,
+    Usage,
+    estimate_usage,
+    parse_arguments,
+    time_left,
+)
 
 
 class ScriptedBackend:
@@ -30,12 +39,18 @@ class ScriptedBackend:
     def from_file(cls, path: Path | str) -> ScriptedBackend:
         return cls(json.loads(Path(path).read_text()))
 
-    def complete(self, messages: list[dict], tools: list[dict]) -> Reply:
+    def complete(
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        deadline: float | None = None,
+        on_text: TextSink | None = None,
+    ) -> Reply:
         if self.position >= len(self.actions):
             raise BackendError(f"scripted backend: all {len(self.actions)} actions replayed")
         action = self.actions[self.position]
         self.position += 1
-        time.sleep(action.get("delay_s", 0))  # stands in for a model's latency
+        self._think(action.get("delay_s", 0), deadline)  # stands in for a model's latency
         specs = action.get("calls") or ([action] if "tool" in action else [])
         calls = [self._call(spec, f"scripted_{self.position}_{i}") for i, spec in enumerate(specs)]
         content = action.get("text", action.get("thought", ""))
@@ -44,6 +59,16 @@ class ScriptedBackend:
         else:
             usage = estimate_usage(messages, content + "".join(c.raw_arguments for c in calls))
         return Reply(content=content, tool_calls=calls, usage=usage)
+
+    @staticmethod
+    def _think(delay_s: float, deadline: float | None) -> None:
+        """Waits as a slow server would, and runs out of time as a request bounded by the
+        deadline does."""
+        left = time_left(deadline, "the scripted model")
+        if left is not None and delay_s >= left:
+            time.sleep(left)
+            time_left(deadline, "the scripted model")  # raises DeadlineReached
+        time.sleep(delay_s)
 
     def _call(self, spec: dict, call_id: str) -> ToolCall:
         raw = spec.get("raw_arguments")

@@ -25,7 +25,7 @@ import json
 import re
 import uuid
 
-from agent.backends import Backend, Reply, ToolCall
+from agent.backends import Backend, Reply, TextSink, ToolCall
 
 _FUNCTION = re.compile(r"<function=([\w-]+)>(.*?)</function>", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([\w-]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
@@ -38,8 +38,14 @@ class TextActionBackend:
     def __init__(self, inner: Backend):
         self.inner = inner
 
-    def complete(self, messages: list[dict], tools: list[dict]) -> Reply:
-        reply = self.inner.complete(to_text_messages(messages, tools), [])
+    def complete(
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        deadline: float | None = None,
+        on_text: TextSink | None = None,
+    ) -> Reply:
+        reply = self.inner.complete(to_text_messages(messages, tools), [], deadline, on_text)
         reply.tool_calls, reply.format_error = parse_actions(reply.content, tools)
         reply.thought = _WRAPPER.sub("", _FUNCTION.sub("", reply.content)).strip()
         return reply

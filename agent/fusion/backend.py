@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Generator
 
-from agent.backends import Reply, ToolCall, Usage
+from agent.backends import Reply, TextSink, ToolCall, Usage
 from agent.fusion.compiler import compile_graph
 from agent.fusion.program import FusionProgram
 from agent.tools import NOT_THE_KERNELS
@@ -33,7 +33,14 @@ class FusionBackend:
         self._policy: Policy | None = None
         self._calls = 0
 
-    def complete(self, messages: list[dict], tools: list[dict]) -> Reply:
+    def complete(
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        deadline: float | None = None,
+        on_text: TextSink | None = None,
+    ) -> Reply:
+        """The next step of the policy; it replies at once, so neither argument matters."""
         if self._policy is None:
             self._policy = self._run()
             return next(self._policy)

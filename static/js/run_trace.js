@@ -306,9 +306,41 @@
     }
   }
 
+  // A reply while the model writes it: partial thought events carry the text that came since
+  // the last one; they grow one live row per turn, which the whole thought then replaces.
+  var liveRows = {}; // turn -> {item, text, reasoning}
+
+  function appendPartial(p) {
+    var live = liveRows[p.turn];
+    if (!live) {
+      var item = el("li", "k-thought live");
+      var head = el("div", "live-head");
+      head.appendChild(el("span", "turn", "turn " + p.turn));
+      head.appendChild(el("span", "kind", "thought"));
+      head.appendChild(el("span", "summary", "the model is writing…"));
+      live = { item: item, reasoning: pre("", "reasoning"), text: pre("") };
+      item.appendChild(head);
+      item.appendChild(live.reasoning);
+      item.appendChild(live.text);
+      traceList.appendChild(item);
+      liveRows[p.turn] = live;
+    }
+    live.reasoning.textContent += p.reasoning || "";
+    live.text.textContent += p.text || "";
+  }
+
+  function endPartial(turn) {
+    var live = liveRows[turn];
+    if (live) live.item.remove();
+    delete liveRows[turn];
+  }
+
   function handle(event) {
     if (!event || typeof event.seq !== "number" || event.seq <= state.lastSeq) return;
     state.lastSeq = event.seq;
+    var p = event.payload || {};
+    if (event.kind === "thought" && p.partial) return appendPartial(p);
+    if (event.kind === "thought" || event.kind === "tool_call") endPartial(p.turn);
     appendRow(event);
     apply(event);
   }

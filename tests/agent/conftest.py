@@ -10,6 +10,7 @@ the SDK, the backends, the loop and the harness are the real ones.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -94,6 +95,13 @@ class Planned:
     error: dict | None = None  # the error object of a non-200 reply, or of a mid-stream error
     headers: dict = field(default_factory=dict)
     delay_s: float = 0.0  # before answering: longer than the client's timeout means a timeout
+    body: dict | None = None  # a non-200 reply's whole JSON body, instead of {"error": error}
+    # Stream faults, after the first content chunk: a `data:` line that is not JSON; the
+    # connection closed mid-body; a pause (longer than the client's timeout means a stall).
+    malformed_line: bool = False
+    drop: bool = False
+    stall_s: float = 0.0
+    chunk_delay_s: float = 0.0  # between chunks: a model generating slowly
 
 
 class ChatServer:
@@ -122,6 +130,10 @@ class ChatServer:
 
 def _handler(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        # Streams go chunked, as uvicorn (vLLM, transformers serve) sends them, so a connection
+        # closed mid-body is a broken stream to the client, not a short one.
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             chat.requests.append(body)
@@ -137,7 +149,8 @@ def _handler(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, body: dict, planned: Planned) -> None:
             if planned.status != 200:
-                return self._json(planned.status, {"error": planned.error}, planned.headers)
+                payload = planned.body or {"error": planned.error}
+                return self._json(planned.status, payload, planned.headers)
             if body.get("stream"):
                 return self._stream(body, planned)
             return self._json(200, _completion(body, planned))
@@ -147,6 +160,7 @@ def _handler(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
             for key, value in (headers or {}).items():
                 self.send_header(key, value)
             self.end_headers()
@@ -155,11 +169,32 @@ def _handler(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
         def _stream(self, body: dict, planned: Planned) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
             self.end_headers()
-            for chunk in _chunks(body, planned):
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            for i, chunk in enumerate(_chunks(body, planned)):
+                self._send(f"data: {json.dumps(chunk)}\n\n")
+                time.sleep(planned.chunk_delay_s)
+                if i == 1 and self._fault(planned):
+                    return
+            self._send("data: [DONE]\n\n")
+            self._send("")  # the last chunk of the body
+
+        def _send(self, text: str) -> None:
+            data = text.encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _fault(self, planned: Planned) -> bool:
+            """Breaks the stream as planned; True when nothing more is to be sent."""
+            time.sleep(planned.stall_s)
+            if planned.malformed_line:
+                self._send('data: {"choices": [{"delta": {"content": "unterminated\n\n')
+            if planned.drop:
                 self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
+                self.connection.shutdown(socket.SHUT_RDWR)  # mid-body: no closing chunk
+                return True
+            return False
 
         def log_message(self, *args) -> None:
             pass

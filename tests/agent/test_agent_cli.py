@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +93,21 @@ def test_it_runs_as_a_module_and_lists_agents():
     )
     names = [line.split()[0] for line in listing.stdout.splitlines()]
     assert {"vllm-kernel", "vllm-text", "openai-frontier", "scripted-demo"} <= set(names)
+
+
+def test_a_model_server_that_is_not_there_exits_3_naming_it(tmp_path, capsys):
+    pytest.importorskip("gpu_workers.harness.session")
+    with socket.socket() as probe:  # a port on which nothing listens
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        f'[agents.gone]\nbackend = "openai"\nmodel = "m"\nbase_url = "{endpoint}"\n'
+        "max_retries = 1\nbackoff_s = 0.01\n"
+    )
+    argv = ["optimize", str(PROBLEM), "--agent", "gone", "--device", "cpu"]
+    code = main([*argv, "--agents-file", str(path), "--out", str(tmp_path / "out")])
+    assert code == 3  # the model server failed; 1 would say the agent found nothing
+    verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert verdict["status"] == "backend_error" and endpoint in verdict["detail"]
+    assert "BACKEND_ERROR" in capsys.readouterr().out

@@ -91,13 +91,27 @@ def test_the_environment_picks_the_file_and_overrides_endpoint_and_model(tmp_pat
     path = write(tmp_path, MINIMAL)
     environ = {
         "KERNELARENA_AGENTS_FILE": str(path),
-        "KERNELARENA_AGENT_BASE_URL": "http://vllm:8000/v1",
-        "KERNELARENA_AGENT_MODEL": "other",
+        "KERNELARENA_AGENT_LOCAL_BASE_URL": "http://vllm:8000/v1",
+        "KERNELARENA_AGENT_LOCAL_MODEL": "other",
     }
     config = load_agent("local", environ=environ)
     assert (config.base_url, config.model) == ("http://vllm:8000/v1", "other")
     with pytest.raises(ConfigError, match="no agent 'missing'"):
         load_agent("missing", environ=environ)
+
+
+def test_an_override_reaches_only_its_own_agent(tmp_path):
+    path = write(tmp_path, MINIMAL + MINIMAL.replace("local", "frontier-api"))
+    environ = {"KERNELARENA_AGENT_FRONTIER_API_BASE_URL": "https://api.example.com/v1"}
+    assert load_agent("frontier-api", path, environ).base_url == "https://api.example.com/v1"
+    assert load_agent("local", path, environ).base_url == load_agents(path)["local"].base_url
+
+
+def test_the_old_override_for_every_agent_is_refused_with_the_new_name(tmp_path):
+    path = write(tmp_path, MINIMAL)
+    environ = {"KERNELARENA_AGENT_BASE_URL": "http://vllm:8000/v1"}
+    with pytest.raises(ConfigError, match=r"\$KERNELARENA_AGENT_LOCAL_BASE_URL"):
+        load_agent("local", path, environ)
 
 
 def test_the_key_comes_only_from_the_named_variable():

@@ -11,7 +11,7 @@ import pytest
 
 from agent.backends.scripted import ScriptedBackend
 from agent.backends.text_actions import TextActionBackend
-from agent.config import AgentConfig, Prices
+from agent.config import AgentConfig, Budget, Prices
 from agent.loop import EVENT_KINDS, Agent
 from agent.reward import FAILURE
 
@@ -195,7 +195,8 @@ def test_read_only_files_stay_unchanged(run_script, session):
             {"usage": {"prompt_tokens": 500, "completion_tokens": 100}},
             "tokens",
         ),
-        ({"max_seconds": 0.5}, {"delay_s": 0.3}, "seconds"),
+        # the third reply would come after the deadline: the wait for it is cut short
+        ({"max_seconds": 0.5}, {"delay_s": 0.2}, "seconds"),
         # $10 per million prompt tokens, 100k per reply: $1 a reply
         (
             {"max_dollars": 1.5},
@@ -276,3 +277,57 @@ def test_a_served_model_gets_feedback_and_a_full_context_ends_the_run(session, c
         "context_length",
     ]
     assert result.usage.total_tokens == 300  # two replies of 150 tokens each
+
+
+def served_agent(chat_server, **budget) -> AgentConfig:
+    return AgentConfig(
+        name="served",
+        model="kernel-model",
+        base_url=chat_server.url,
+        backoff_s=0.01,
+        budget=Budget(**{"max_turns": 10, **budget}),
+    )
+
+
+def test_a_slow_server_ends_the_run_at_its_time_budget(session, chat_server):
+    pytest.importorskip("openai")
+    from agent.backends.openai import OpenAIBackend
+
+    chat_server.plan_reply("", ("list_files", "{}"))
+    chat_server.plan_reply("much too late", ("list_files", "{}"), delay_s=8)
+    config = served_agent(chat_server, max_seconds=2)
+    result = Agent(config, OpenAIBackend(config), session).run()
+    assert (result.status, result.limit) == ("limits_exceeded", "seconds")
+    assert "time budget ran out" in result.detail and chat_server.url in result.detail
+    assert result.seconds < 4  # the 600 s request timeout did not apply
+
+
+def test_a_tool_call_the_server_could_not_parse_is_fed_back_as_such(session, chat_server):
+    pytest.importorskip("openai")
+    from agent.backends.openai import OpenAIBackend
+
+    chat_server.plan_reply('<tool_call>\n{"name": "list_files", "arguments": {,}}\n</tool_call>')
+    chat_server.plan_reply("", ("finish", '{"summary": "done"}'))
+    config = served_agent(chat_server)
+    result = Agent(config, OpenAIBackend(config), session).run()
+    assert result.status == "finished"
+    feedback = chat_server.requests[1]["messages"][-1]
+    assert feedback["role"] == "user"
+    assert "<tool_call> is not valid JSON" in feedback["content"]
+    assert "no tool call" not in feedback["content"]
+
+
+def test_the_reply_reaches_the_trace_while_it_streams(session, chat_server):
+    pytest.importorskip("openai")
+    from agent.backends.openai import OpenAIBackend
+
+    text = "First fuse relu with the scale, then tune the block size."
+    chat_server.plan_reply(text, ("finish", "{}"), chunk_delay_s=0.6)
+    config = served_agent(chat_server)
+    events: list[dict] = []
+    Agent(config, OpenAIBackend(config), session, on_event=events.append).run()
+    thoughts = [e["payload"] for e in events if e["kind"] == "thought"]
+    partial, whole = thoughts[:-1], thoughts[-1]
+    assert len(partial) >= 2 and all(p["partial"] and p["turn"] == 1 for p in partial)
+    assert "".join(p["text"] for p in partial) == text  # the pieces, each sent once, in order
+    assert whole["text"] == text and "partial" not in whole

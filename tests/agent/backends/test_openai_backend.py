@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 pytest.importorskip("openai")
 
-from agent.backends import BackendError, ContextLengthExceeded  # noqa: E402
+from agent.backends import BackendError, ContextLengthExceeded, DeadlineReached  # noqa: E402
 from agent.backends.openai import OpenAIBackend  # noqa: E402
 from agent.config import AgentConfig, ConfigError  # noqa: E402
 from agent.tools import TOOLS  # noqa: E402
@@ -194,3 +195,103 @@ def test_a_missing_api_key_fails_before_any_request(chat_server, monkeypatch):
     with pytest.raises(ConfigError, match=r"\$TEST_CHAT_KEY"):
         backend_for(chat_server)
     assert chat_server.requests == []
+
+
+# ---- what real servers do: broken streams, slow replies, refusals (issue 18) ----
+
+
+def test_a_stream_line_that_is_not_json_is_retried(chat_server):
+    # transformers serve sends one when its tool-call parser fails mid-stream
+    chat_server.plan_reply("partial reply", malformed_line=True)
+    chat_server.plan_reply("whole", ("compile", "{}"))
+    assert backend_for(chat_server).complete(MESSAGES, TOOLS).content == "whole"
+    assert len(chat_server.requests) == 2
+
+
+def test_a_stream_dropped_mid_body_is_retried(chat_server):
+    chat_server.plan_reply("partial reply", drop=True)
+    chat_server.plan_reply("whole", ("compile", "{}"))
+    assert backend_for(chat_server).complete(MESSAGES, TOOLS).content == "whole"
+    assert len(chat_server.requests) == 2
+
+
+def test_a_stalled_stream_is_retried(chat_server):
+    chat_server.plan_reply("partial reply", stall_s=1.5)
+    chat_server.plan_reply("whole", ("compile", "{}"))
+    reply = backend_for(chat_server, request_timeout_s=0.5).complete(MESSAGES, TOOLS)
+    assert reply.content == "whole"
+
+
+def test_broken_streams_past_the_retries_name_the_endpoint(chat_server):
+    for _ in range(2):
+        chat_server.plan_reply("partial reply", malformed_line=True)
+    with pytest.raises(BackendError) as raised:
+        backend_for(chat_server, max_retries=1).complete(MESSAGES, TOOLS)
+    assert "gave up after 2 tries" in str(raised.value)
+    assert f"{chat_server.url} sent a stream line that is not JSON" in str(raised.value)
+
+
+def test_a_refusal_names_the_endpoint_and_keeps_the_servers_message(chat_server):
+    vllm_body = {
+        "object": "error",
+        "message": "The model `kernel-model` does not exist.",
+        "type": "NotFoundError",
+        "code": 404,
+    }
+    chat_server.plan_failure(404, "", body=vllm_body)
+    with pytest.raises(BackendError) as raised:
+        backend_for(chat_server).complete(MESSAGES, TOOLS)
+    message = str(raised.value)
+    assert message.startswith(f"{chat_server.url} answered 404 NotFoundError")
+    assert "The model `kernel-model` does not exist." in message
+    assert len(chat_server.requests) == 1
+
+
+def test_no_request_outlives_the_runs_deadline(chat_server):
+    chat_server.plan_reply("too late", ("compile", "{}"), delay_s=4)
+    started = time.monotonic()
+    with pytest.raises(DeadlineReached, match="time budget ran out"):
+        backend_for(chat_server, request_timeout_s=600).complete(
+            MESSAGES, TOOLS, deadline=started + 1.0
+        )
+    assert time.monotonic() - started < 3  # bounded by the deadline, not by the 600 s timeout
+
+
+def test_a_retry_after_past_the_deadline_ends_at_once(chat_server):
+    chat_server.plan_failure(429, "Rate limit reached", headers={"Retry-After": "30"})
+    started = time.monotonic()
+    with pytest.raises(DeadlineReached, match="429"):
+        backend_for(chat_server, max_backoff_s=60).complete(MESSAGES, TOOLS, deadline=started + 2.0)
+    assert time.monotonic() - started < 2  # it did not sleep into a wait it cannot finish
+
+
+def test_retry_after_is_honoured(chat_server):
+    chat_server.plan_failure(429, "Rate limit reached", headers={"Retry-After": "1"})
+    chat_server.plan_reply("after the wait", ("compile", "{}"))
+    started = time.monotonic()
+    reply = backend_for(chat_server, max_backoff_s=5).complete(MESSAGES, TOOLS)
+    assert reply.content == "after the wait"
+    assert time.monotonic() - started >= 1.0
+
+
+def test_the_streamed_pieces_reach_the_text_sink_in_order(chat_server):
+    chat_server.plan_reply("Fuse relu and scale.", ("compile", "{}"), reasoning="think")
+    pieces: list[tuple[str, str]] = []
+    reply = backend_for(chat_server).complete(
+        MESSAGES, TOOLS, on_text=lambda text, reasoning: pieces.append((text, reasoning))
+    )
+    assert "".join(text for text, _ in pieces) == reply.content == "Fuse relu and scale."
+    assert "".join(reasoning for _, reasoning in pieces) == "think"
+
+
+def test_a_tool_call_the_server_could_not_parse_is_named(chat_server):
+    broken = '<tool_call>\n{"name": "compile", "arguments": {"x": }}\n</tool_call>'
+    chat_server.plan_reply(broken)
+    reply = backend_for(chat_server).complete(MESSAGES, TOOLS)
+    assert reply.tool_calls == []
+    assert "not valid JSON" in reply.format_error
+
+
+def test_plain_text_is_no_unparsed_tool_call(chat_server):
+    chat_server.plan_reply("I will write the kernel next.")
+    assert backend_for(chat_server).complete(MESSAGES, TOOLS).format_error is None
