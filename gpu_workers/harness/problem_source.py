@@ -31,10 +31,15 @@ def check_source(source: str) -> None:
         raise ProblemError(
             f"the source is {size // 1024} KiB; the limit is {MAX_SOURCE_BYTES // 1024} KiB"
         )
+    if "\0" in source:
+        # ast.parse refuses it with no line number ("syntax error on line None").
+        line = source.count("\n", 0, source.index("\0")) + 1
+        raise ProblemError(f"a NUL character on line {line}: Python source cannot contain one")
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
-        raise ProblemError(f"syntax error on line {exc.lineno}: {exc.msg}") from None
+        where = f" on line {exc.lineno}" if exc.lineno is not None else ""
+        raise ProblemError(f"syntax error{where}: {exc.msg}") from None
     defined = {
         node.name
         for node in tree.body

@@ -26,6 +26,7 @@ def test_it_accepts_a_problem(relu_scale):
         ("class Model: pass\ndef get_inputs(): pass\n", "missing get_init_inputs"),
         ("x = '\ud800'\n", "not valid UTF-8"),
         ("#" * (256 * 1024 + 1), "the limit is 256 KiB"),
+        ("import torch\n\nx = 1\0\n", "a NUL character on line 3"),
     ],
 )
 def test_it_says_what_to_fix(source, message):

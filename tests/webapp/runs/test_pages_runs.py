@@ -3,6 +3,8 @@ bundle downloads (their contents are tested in test_bundle.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -300,3 +302,64 @@ def test_it_hides_the_bundles_of_a_private_run(private_run, alice, charlie):
         assert logged_in(charlie).get(url).status_code == 404
         assert Client().get(url).status_code == 404
         assert logged_in(alice).get(url).status_code == 200
+
+
+# ---- every figure has its definition one hover away ------------------------------------------
+
+
+def untitled_figure_labels(page: str) -> list[str]:
+    """The <dt> labels and numeric column heads that carry no title (the hover definition)."""
+    tags = re.findall(r"<dt(?:\s[^>]*)?>[^<]*|<th class=\"num\"[^>]*>[^<]*", page)
+    return [tag for tag in tags if "title=" not in tag.split(">")[0]]
+
+
+def test_every_figure_of_a_run_and_a_candidate_is_defined_on_hover(public_run):
+    best = add_candidate(
+        public_run,
+        1,
+        {"model_new.py": "x = 1\n"},
+        eager_ms=1.0,
+        compile_ms=0.8,
+        candidate_ms=0.5,
+        spread=0.004,
+        speedup_vs_eager=2.0,
+        speedup_vs_compile=1.6,
+        sol_ms=0.1,
+        sol_fraction=0.2,
+    )
+    make_best(public_run, best)
+    Grade.objects.create(
+        run=public_run,
+        candidate=best,
+        status=GradeStatus.RANKED,
+        secret_seeds=3,
+        candidate_ms=0.5,
+        speedup_vs_eager=2.0,
+        speedup_vs_compile=1.6,
+        sol_fraction=0.2,
+    )
+    run_page = Client().get(f"/runs/{public_run.pk}/").content.decode()
+    candidate_page = Client().get(f"/runs/{public_run.pk}/candidates/1/").content.decode()
+    # Its correctness and timing panels (the environment and protocol below are settings).
+    timing = candidate_page.index("<h2>Timing</h2>")
+    candidate_page = candidate_page[
+        candidate_page.index("<h2>Correctness</h2>") : candidate_page.index("</section>", timing)
+    ]
+    # Labels that are not figures (who, when, what) need no definition.
+    plain = (
+        "agent",
+        "GPU type",
+        "protocol",
+        "started by",
+        "started",
+        "finished",
+        "graded",
+        "result",
+    )
+    for page in (run_page, candidate_page):
+        missing = [
+            t for t in untitled_figure_labels(page) if t.split(">", 1)[1].strip() not in plain
+        ]
+        assert missing == []
+    assert 'title="speedup over eager PyTorch' in run_page
+    assert "interquartile range" in candidate_page
