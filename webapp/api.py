@@ -15,7 +15,7 @@ from webapp.errors import RequestRefused
 from webapp.leaderboard.api import router as leaderboard_router
 from webapp.leaderboard.api import suite_boards
 from webapp.problems.api import router as problems_router
-from webapp.runs.api import problem_submissions
+from webapp.runs.api import model_keys_router, problem_submissions
 from webapp.runs.api import router as runs_router
 from webapp.suites.api import router as suites_router
 
@@ -27,6 +27,7 @@ api = NinjaAPI(
 api.add_router("/problems", problems_router)
 api.add_router("/problems", problem_submissions)
 api.add_router("/runs", runs_router)
+api.add_router("/model-keys", model_keys_router)
 api.add_router("/suites", suites_router)
 api.add_router("/suites", suite_boards)
 api.add_router("/leaderboard", leaderboard_router)

@@ -2,6 +2,8 @@
 
     DEBUG           1/0, true/false, yes/no (default: off; `make dev` turns it on)
     SECRET_KEY      default: one generated for this checkout and kept in .cache/secret_key
+    KERNELARENA_SECRETS_KEY   a Fernet key that encrypts people's saved model API keys
+                    (default: derived from SECRET_KEY; webapp/runs/secrets.py)
     ALLOWED_HOSTS   comma-separated (default: 127.0.0.1,localhost, where `make run` serves)
     KERNELARENA_HTTPS   1 when a TLS proxy serves the site over https: secure cookies, HSTS,
                     http redirected (the proxy must set X-Forwarded-Proto; default: 0)
@@ -118,6 +120,7 @@ DEBUG = _env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY") or _checkout_secret_key(
     BASE_DIR / ".cache" / "secret_key"
 )
+SECRETS_KEY = os.environ.get("KERNELARENA_SECRETS_KEY", "")
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 
 # ---- Security headers and cookies: what `manage.py check --deploy` asks -----------------------

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 
@@ -7,6 +9,7 @@ from webapp.api_params import SEQ_MAX, PageParams, RowId, Seq, id_filter
 from webapp.errors import ErrorOut, error
 from webapp.problems.models import Problem
 from webapp.problems.schemas import SubmissionIn
+from webapp.runs import model_keys
 from webapp.runs.bundle import bundle_response
 from webapp.runs.lifecycle import cancel_run, start_run, start_submission
 from webapp.runs.models import Candidate, Run
@@ -183,3 +186,42 @@ def submit_kernel(request: HttpRequest, problem_id: RowId, body: SubmissionIn):
         return error(404, f"no problem {problem_id} that you can see")
     run = start_submission(request.user, problem, body.files, body.gpu_type, body.protocol)
     return Status(201, run)
+
+
+# ---- /api/model-keys: a person's own API keys for agents that call a paid model ----
+
+model_keys_router = Router(tags=["model keys"])
+WRITES_A_KEY = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 413: ErrorOut, 422: ErrorOut}
+
+
+class ModelKeyIn(Schema):
+    key: str = Field(..., min_length=1, max_length=model_keys.MAX_KEY_LENGTH)
+
+
+class ModelKeyOut(Schema):
+    agent: str
+    last4: str = Field(description="the key's last four characters; empty for a short key")
+    updated: datetime
+
+
+@model_keys_router.get("", response={200: list[ModelKeyOut], 401: ErrorOut})
+def list_model_keys(request: HttpRequest):
+    """Your saved keys: the agent and the key's last four characters, never the key."""
+    return model_keys.keys_of(request.user)
+
+
+@model_keys_router.put("/{agent}", response={200: ModelKeyOut, **WRITES_A_KEY})
+def save_model_key(request: HttpRequest, agent: str, body: ModelKeyIn):
+    """Save (or replace) your key for an agent that takes one; your runs of it use it. Stored
+    encrypted; the answer holds only its last four characters."""
+    return model_keys.save_key(request.user, agent, body.key)
+
+
+@model_keys_router.delete(
+    "/{agent}", response={204: None, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+)
+def remove_model_key(request: HttpRequest, agent: str):
+    """Remove your key for an agent: its runs use the operator's key again."""
+    if not model_keys.remove_key(request.user, agent):
+        return error(404, f"you have no saved key for agent {agent!r}")
+    return Status(204, None)

@@ -143,3 +143,23 @@ class Candidate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/candidate {self.seq}"
+
+
+class ModelKey(models.Model):
+    """A person's own API key for one agent (a frontier API): their runs of that agent use it
+    instead of the operator's. Stored encrypted (webapp/runs/secrets.py); only its last four
+    characters are kept in the clear, so that the owner can tell keys apart."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="model_keys")
+    agent = models.CharField(max_length=100)
+    encrypted = models.TextField()
+    last4 = models.CharField(max_length=4)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "agent"], name="one_model_key_per_agent")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} key …{self.last4} ({self.owner})"
