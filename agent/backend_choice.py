@@ -8,8 +8,9 @@ from agent.backends import Backend
 from agent.config import AgentConfig
 
 
-def make_backend(config: AgentConfig) -> Backend:
-    """The backend a config names. The openai SDK is imported only when a config needs it."""
+def make_backend(config: AgentConfig, api_key: str | None = None) -> Backend:
+    """The backend a config names. The openai SDK is imported only when a config needs it.
+    api_key, where given (a person's own key), replaces the one the config's variable holds."""
     if config.backend == "scripted":
         from agent.backends.scripted import ScriptedBackend
 
@@ -23,5 +24,5 @@ def make_backend(config: AgentConfig) -> Backend:
     if config.backend == "text":
         from agent.backends.text_actions import TextActionBackend
 
-        return TextActionBackend(OpenAIBackend(config))
-    return OpenAIBackend(config)
+        return TextActionBackend(OpenAIBackend(config, api_key))
+    return OpenAIBackend(config, api_key)

@@ -27,6 +27,7 @@ from gpu_workers.harness.vocabulary import device_for
 from gpu_workers.heartbeat import Heartbeat
 from gpu_workers.trace_recorder import TraceRecorder
 from webapp.leaderboard.grading import enqueue_regrade
+from webapp.runs import model_keys
 from webapp.runs.lifecycle import end_event
 from webapp.runs.models import Run, RunKind, RunStatus
 from webapp.runs.trace import record_event
@@ -70,7 +71,9 @@ def _run_agent(run: Run) -> RunResult:
         config = load_agent(run.agent)
         if run.max_turns:  # a suite evaluation's fixed budget
             config = config.with_budget(max_turns=run.max_turns)
-        backend = make_backend(config)  # fails fast on a missing API key or script
+        # The owner's own key for this agent, if saved, else the operator's; fails fast on a
+        # missing or unreadable key, or a missing script.
+        backend = make_backend(config, model_keys.key_for_run(run))
     budget_s = settings.RUN_TIME_LIMIT_S - TIME_LIMIT_MARGIN_S
     if not config.budget.max_seconds or config.budget.max_seconds > budget_s:
         config = config.with_budget(max_seconds=budget_s)

@@ -51,12 +51,12 @@ _SENT_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
 
 
 class OpenAIBackend:
-    def __init__(self, config: AgentConfig):
+    def __init__(self, config: AgentConfig, api_key: str | None = None):
         self.config = config
         self._last_timeout = config.request_timeout_s
         self.client = openai.OpenAI(
             base_url=config.base_url,
-            api_key=config.api_key(),
+            api_key=api_key or config.api_key(),
             timeout=config.request_timeout_s,
             max_retries=0,  # retries are ours, so that every one is counted and logged the same
         )
