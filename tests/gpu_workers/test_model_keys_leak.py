@@ -16,6 +16,7 @@ from django.test import Client
 
 from gpu_workers import agent_run
 from tests.agent.conftest import ChatServer
+from tests.agent.conftest import chat_server as chat_server  # noqa: F401 (the fixture)
 from tests.conftest import candidate_dir
 from tests.webapp.conftest import api_client, make_problem
 from webapp.runs.models import ModelKey, Run, RunStatus, TraceEvent
@@ -25,16 +26,7 @@ pytest.importorskip("openai")
 
 
 @pytest.fixture
-def model_server():
-    server = ChatServer()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
-
-
-@pytest.fixture
-def frontier_agent(tmp_path, monkeypatch, model_server):
+def frontier_agent(tmp_path, monkeypatch, chat_server):
     """An agents file whose `frontier` agent takes a key from $FRONTIER_KEY, which is unset: the
     only key there is, is the person's own."""
     path = tmp_path / "agents.toml"
@@ -42,7 +34,7 @@ def frontier_agent(tmp_path, monkeypatch, model_server):
         "[agents.frontier]\n"
         'backend = "openai"\n'
         'model = "frontier-model"\n'
-        f'base_url = "{model_server.url}"\n'
+        f'base_url = "{chat_server.url}"\n'
         'api_key_env = "FRONTIER_KEY"\n'
         "backoff_s = 0.01\n"
     )
@@ -91,8 +83,8 @@ def everything_shown(run: Run) -> str:
     return "\n".join(shown)
 
 
-def test_a_persons_key_reaches_the_model_server_and_nothing_else(
-    alice, relu_scale, frontier_agent, model_server, caplog, capfd
+def test_a_persons_key_reaches_the_chat_server_and_nothing_else(
+    alice, relu_scale, frontier_agent, chat_server, caplog, capfd
 ):
     key = f"sk-leaktest-{secrets.token_hex(20)}"
     client = api_client(alice)
@@ -102,7 +94,7 @@ def test_a_persons_key_reaches_the_model_server_and_nothing_else(
     assert saved.status_code == 200 and saved.json()["last4"] == key[-4:]
     assert key not in saved.content.decode()
 
-    plan_a_good_run(model_server)
+    plan_a_good_run(chat_server)
     run = Run.objects.create(
         problem=make_problem(alice, relu_scale),
         owner=alice,
@@ -113,7 +105,7 @@ def test_a_persons_key_reaches_the_model_server_and_nothing_else(
     caplog.set_level(logging.DEBUG)  # the SDK's and every library's debug logs too
     assert agent_run.run(run.pk, "host-a:1") == f"run {run.pk} succeeded"
 
-    assert {h["authorization"] for h in model_server.headers} == {f"Bearer {key}"}
+    assert {h["authorization"] for h in chat_server.headers} == {f"Bearer {key}"}
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED
     logs = caplog.text + "".join(capfd.readouterr())
