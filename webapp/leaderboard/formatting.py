@@ -22,6 +22,8 @@ def format_metric(key: str, value) -> str:
         return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
     if key == "dollars_per_run":
         return f"${value:.4f}" if value < 0.01 else f"${value:.2f}"
-    if key == "gpu_minutes_per_run":
+    if key in ("gpu_minutes_per_run", "wall_minutes_per_run"):
         return f"{value:.2f}"
+    if key == "speedup_per_dollar":
+        return f"{value:.2f}×/$" if value < 100 else f"{value:.0f}×/$"
     return str(value)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from django.db.models import (
     Avg,
     Count,
+    DurationField,
     ExpressionWrapper,
     F,
     FloatField,
@@ -110,6 +111,18 @@ DEFINITIONS: list[tuple[str, str, str]] = [
         "$ / run",
         "Mean model cost in US dollars per ended run, from the prices "
         "in the agent's configuration (0 for self-hosted models and for people).",
+    ),
+    (
+        "speedup_per_dollar",
+        "× / $",
+        "Geomean vs compile ÷ $ / run: what a dollar of model spend buys. Empty where a run "
+        "costs nothing (self-hosted models, the built-in compiler, people).",
+    ),
+    (
+        "wall_minutes_per_run",
+        "Wall-min / run",
+        "Mean minutes per ended run from the worker's claim to its end: the model's thinking "
+        "and the tools together.",
     ),
     (
         "gpu_minutes_per_run",
@@ -225,6 +238,8 @@ def row(suite: Suite, gpu_type: str, protocol: str, entrant: Entrant, problems: 
         **{key: share(totals[key]) for key in counts if key.startswith("fast_")},
         **_spend(suite, entrant),
     }
+    dollars, geomean = data["dollars_per_run"], data["geomean_speedup_vs_compile"]
+    data["speedup_per_dollar"] = geomean / dollars if dollars and geomean else None
     if entrant.runs is None:
         data["attempted"] = per_problem.count()
     return data
@@ -247,6 +262,7 @@ def _spend(suite: Suite, entrant: Entrant) -> dict:
             "runs": 0,
             "tokens_per_run": None,
             "dollars_per_run": None,
+            "wall_minutes_per_run": None,
             "gpu_minutes_per_run": None,
             "under_review": 0,
         }
@@ -258,9 +274,15 @@ def _spend(suite: Suite, entrant: Entrant) -> dict:
         tokens_per_run=Avg(F("prompt_tokens") + F("completion_tokens")),
         dollars_per_run=Avg("cost_dollars"),
         gpu_seconds_per_run=Avg("gpu_seconds"),
+        wall_per_run=Avg(
+            ExpressionWrapper(F("finished") - F("started"), output_field=DurationField()),
+            output_field=DurationField(),
+        ),
     )
     seconds = spend.pop("gpu_seconds_per_run")
     spend["gpu_minutes_per_run"] = seconds / 60 if seconds is not None else None
+    wall = spend.pop("wall_per_run")
+    spend["wall_minutes_per_run"] = wall.total_seconds() / 60 if wall is not None else None
     spend["under_review"] = Grade.objects.filter(
         run__in=in_suite, status=GradeStatus.UNDER_REVIEW
     ).count()

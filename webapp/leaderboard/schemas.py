@@ -34,6 +34,10 @@ class BoardRowOut(Schema):
     median_sol_fraction: float | None
     tokens_per_run: float | None
     dollars_per_run: float | None
+    speedup_per_dollar: float | None = Field(
+        None, description="geomean vs compile ÷ $ per run; null where runs cost nothing"
+    )
+    wall_minutes_per_run: float | None
     gpu_minutes_per_run: float | None
     under_review: int
 

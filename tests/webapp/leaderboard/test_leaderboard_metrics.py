@@ -441,3 +441,25 @@ def test_median_of_a_column(alice, relu_scale, values, expected):
         Baseline.objects.create(problem=made, gpu_type=GPU, protocol=PROTOCOL, eager_ms=value)
     got = metrics.median(Baseline.objects.filter(gpu_type=GPU), "eager_ms")
     assert got == (None if expected is None else pytest.approx(expected))
+
+
+def test_a_model_agents_spend_per_run_and_speedup_per_dollar(world, alice, relu_scale):
+    """Wall time from claim to end and what a dollar buys; an agent that costs nothing has no
+    speedup per dollar, where dividing by zero would read as infinitely good."""
+    fusion = rows_by_entrant(metrics.board(world["suite"], GPU))["fusion"]
+    assert fusion["speedup_per_dollar"] == pytest.approx(1.05 ** (1 / 3) / 0.40)
+    assert fusion["wall_minutes_per_run"] is None  # no run of the world has a start and an end
+
+    suite = Suite.objects.create(name="timed", protocol=PROTOCOL)
+    free = evaluation(suite, alice, "self-hosted")
+    end = timezone.now()
+    for n, minutes in ((1, 1.0), (2, 3.0)):
+        solved = problem(alice, relu_scale, n + 20, f"T{n}")
+        SuiteProblem.objects.create(suite=suite, problem=solved, name=f"T{n}", position=n)
+        made = ranked_run(alice, solved, evaluation=free, s_compile=1.5)
+        started = end - timedelta(minutes=minutes)
+        Run.objects.filter(pk=made.pk).update(started=started, finished=end)
+    (row,) = metrics.board(suite, GPU)["rows"][:1]
+    assert row["entrant"] == "self-hosted"
+    assert row["wall_minutes_per_run"] == pytest.approx(2.0)  # (1 + 3) / 2
+    assert row["dollars_per_run"] == pytest.approx(0.0) and row["speedup_per_dollar"] is None
