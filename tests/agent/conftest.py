@@ -259,3 +259,19 @@ def chat_server():
     yield server
     server.server.shutdown()
     server.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def served_model(tmp_path_factory):
+    """`transformers serve` with a tiny random-weight model built here (served_model.py); stopped,
+    with nothing left running, when the session ends."""
+    from tests.agent import served_model as serving
+
+    missing = serving.serving_missing()
+    if missing:
+        pytest.skip(missing)
+    root = tmp_path_factory.mktemp("served-model")
+    model_dir = serving.build_tiny_model(root / "tiny-qwen2")
+    served = serving.serve(model_dir, root / "serve.log")
+    yield served
+    served.stop()
