@@ -101,6 +101,8 @@ class ChatServer:
         self.planned: deque[Planned] = deque()
         self.requests: list[dict] = []
         self.headers: list[dict] = []
+        # GET /models answers {"object": "list", "data": models}; None: 404, as a server without it
+        self.models: list[dict] | None = None
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(
@@ -122,7 +124,12 @@ class ChatServer:
 
 def _handler(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            if self.path.rstrip("/").endswith("/models") and chat.models is not None:
+                return self._json(200, {"object": "list", "data": chat.models})
+            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+        def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             chat.requests.append(body)
             chat.headers.append({k.lower(): v for k, v in self.headers.items()})
