@@ -89,7 +89,7 @@ def check_agent(config: AgentConfig, timeout_s: float = 60.0, max_tokens: int = 
         timeout=openai.Timeout(timeout_s, connect=min(5.0, timeout_s)),
         max_retries=0,
     )
-    entries = _list_models(report, client)
+    entries = _list_models(report, client, timeout_s)
     if not report.reachable:
         return report
     _check_model(report, entries)
@@ -108,12 +108,12 @@ def check_agent(config: AgentConfig, timeout_s: float = 60.0, max_tokens: int = 
     return report
 
 
-def _list_models(report: CheckReport, client: openai.OpenAI) -> list[dict]:
+def _list_models(report: CheckReport, client: openai.OpenAI, timeout_s: float) -> list[dict]:
     started = time.monotonic()
     try:
         entries = [entry.model_dump() for entry in client.models.list()]
     except openai.APITimeoutError:
-        report.add("endpoint", "fail", f"{report.endpoint}: no answer within the timeout")
+        report.add("endpoint", "fail", f"{report.endpoint} did not answer within {timeout_s:g} s")
         return []
     except openai.APIConnectionError as error:
         cause = error.__cause__ or error
@@ -140,7 +140,7 @@ def _list_models(report: CheckReport, client: openai.OpenAI) -> list[dict]:
     seconds = time.monotonic() - started
     report.add("endpoint", "ok", f"{report.endpoint} answers ({seconds:.2f} s to list models)")
     report.models = [str(entry.get("id")) for entry in entries]
-    report.add("models", "info", ", ".join(report.models) or "(an empty list)")
+    report.add("models", "info", _names(report.models) or "(an empty list)")
     return entries
 
 
@@ -151,7 +151,7 @@ def _check_model(report: CheckReport, entries: list[dict]) -> None:
     entry = next((e for e in entries if e.get("id") == report.model), None)
     report.model_served = entry is not None
     if entry is None:
-        served = ", ".join(report.models) or "nothing"
+        served = _names(report.models) or "nothing"
         report.add(
             "model",
             "fail",
@@ -261,6 +261,11 @@ def _capped(sampling: dict, max_tokens: int) -> dict:
     key = "max_completion_tokens" if "max_completion_tokens" in capped else "max_tokens"
     capped[key] = min(int(capped.get(key) or max_tokens), max_tokens)
     return capped
+
+
+def _names(models: list[str], most: int = 20) -> str:
+    more = f" and {len(models) - most} more (--json lists all)" if len(models) > most else ""
+    return ", ".join(models[:most]) + more
 
 
 def _hint(reply) -> str:

@@ -14,6 +14,7 @@ tool-call parser (its Qwen2 response template), the SDK, the backends and the lo
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 SPECIAL_TOKENS = [
     "<|endoftext|>",
     "<|im_start|>",
@@ -161,6 +163,16 @@ class ServedModel:
                 self.process.wait(timeout=15)
 
 
+def _detach() -> None:
+    """In the server's child before exec: its own process group (stop() signals the group), and
+    SIGTERM when the test process dies without a teardown (Linux), so no server outlives it."""
+    os.setsid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: stop() still ends it at teardown
+
+
 def serve(model_dir: Path, log: Path, timeout_s: float = 120) -> ServedModel:
     """`transformers serve MODEL_DIR` on a free port of 127.0.0.1, once /v1/models answers."""
     port = free_port()
@@ -181,7 +193,7 @@ def serve(model_dir: Path, log: Path, timeout_s: float = 120) -> ServedModel:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1"}
     with open(log, "wb") as sink:
         process = subprocess.Popen(
-            command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            command, stdout=sink, stderr=subprocess.STDOUT, env=env, preexec_fn=_detach
         )
     served = ServedModel(process, port, str(model_dir), log)
     deadline = time.monotonic() + timeout_s
