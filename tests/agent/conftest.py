@@ -101,8 +101,10 @@ class ChatServer:
         self.planned: deque[Planned] = deque()
         self.requests: list[dict] = []
         self.headers: list[dict] = []
-        # GET /models answers {"object": "list", "data": models}; None: 404, as a server without it
+        # GET /models answers {"object": "list", "data": models}; None: 404, as a server without
+        # it; models_status other than 200: that status with an error, as for a refused key
         self.models: list[dict] | None = None
+        self.models_status = 200
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(
@@ -125,9 +127,13 @@ class ChatServer:
 def _handler(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            if self.path.rstrip("/").endswith("/models") and chat.models is not None:
-                return self._json(200, {"object": "list", "data": chat.models})
-            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            if not self.path.rstrip("/").endswith("/models") or chat.models is None:
+                error = {"message": f"no route {self.path}", "type": "not_found"}
+                return self._json(404, {"error": error})
+            if chat.models_status != 200:
+                error = {"message": "Invalid API key", "type": "invalid_request_error"}
+                return self._json(chat.models_status, {"error": error})
+            self._json(200, {"object": "list", "data": chat.models})
 
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

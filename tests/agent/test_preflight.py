@@ -180,3 +180,12 @@ def test_a_server_without_a_model_list_warns_and_still_round_trips(chat_server):
     models = next(f for f in report.findings if f.check == "models")
     assert models.level == "warn" and "HTTP 404" in models.message
     assert report.tool_call["content"] == "no tools here" and not report.failed
+
+
+def test_a_refused_key_fails_naming_the_endpoint(chat_server):
+    chat_server.models, chat_server.models_status = [], 401
+    report = check_agent(config_for(chat_server))
+    assert report.failed and not report.reachable and chat_server.requests == []
+    (endpoint,) = report.findings
+    assert endpoint.level == "fail"
+    assert endpoint.message == f"{chat_server.url} refused the key (HTTP 401): Invalid API key"
