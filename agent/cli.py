@@ -1,11 +1,15 @@
 """python -m agent optimize PROBLEM.py --agent NAME [--device cuda|cpu] [--out DIR] ...
 python -m agent agents [--agents-file PATH]
+python -m agent check --agent NAME [--agents-file PATH] [--timeout S] [--max-tokens N] [--json]
 
 optimize runs one agent on one problem and prints a line per step. It writes DIR/best/ (the
 fastest verified candidate's model_new.py and kernels/), DIR/verdict.json and
 DIR/trajectory.jsonl. Exit 0: a verified candidate exists; 1: none (the agent ran and found no
 verified kernel); 2: unusable input; 3: none, because the model server failed (unreachable,
 refusing, or broken past its retries: fix the server, not the agent).
+
+check asks the agent's endpoint what a run needs (agent/preflight.py). Exit 0: ready (perhaps
+with warnings; --strict makes them fail); 1: not ready; 2: unusable input.
 
 This is the wiring point: the one module of the agent package that imports the harness.
 """
@@ -38,7 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     optimize.add_argument("--out", type=Path, default=None, help="default: out/<problem>-<agent>")
     optimize.add_argument("--max-turns", type=int, default=None, help="overrides the budget")
     listing = sub.add_parser("agents", help="list the configured agents")
-    for command in (optimize, listing):
+    check = sub.add_parser("check", help="check an agent's endpoint before a run")
+    check.add_argument("--agent", required=True, help="an agent name from the agents file")
+    check.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    check.add_argument("--max-tokens", type=int, default=512, help="caps each test reply")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--strict", action="store_true", help="warnings fail the check too")
+    for command in (optimize, listing, check):
         command.add_argument("--agents-file", type=Path, default=None)
     return parser
 
@@ -47,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "agents":
         return list_agents(args.agents_file)
+    if args.command == "check":
+        return check_endpoint(args)
     try:
         config, backend, session, problem = _prepare(args)
     except (OSError, ValueError) as error:  # ConfigError and the harness's ProblemError included
@@ -96,6 +108,23 @@ def list_agents(path: Path | None) -> int:
         return EXIT_UNUSABLE
     for name, config in agents.items():
         print(f"{name:20} {config.backend:9} {config.model or config.script}")
+    return EXIT_OK
+
+
+def check_endpoint(args: argparse.Namespace) -> int:
+    from agent.preflight import check_agent, format_report
+
+    try:
+        config = load_agent(args.agent, args.agents_file)
+        if config.backend not in ("openai", "text"):
+            raise ConfigError(f"agent {config.name!r} (backend {config.backend}) has no endpoint")
+        report = check_agent(config, timeout_s=args.timeout, max_tokens=args.max_tokens)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    print(json.dumps(report.to_dict(), indent=2) if args.json else format_report(report))
+    if report.failed or (args.strict and report.count("warn")):
+        return EXIT_NO_RESULT
     return EXIT_OK
 
 

@@ -109,6 +109,10 @@ class ChatServer:
         self.planned: deque[Planned] = deque()
         self.requests: list[dict] = []
         self.headers: list[dict] = []
+        # GET /models answers {"object": "list", "data": models}; None: 404, as a server without
+        # it; models_status other than 200: that status with an error, as for a refused key
+        self.models: list[dict] | None = None
+        self.models_status = 200
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(
@@ -134,7 +138,16 @@ def _handler(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
         # closed mid-body is a broken stream to the client, not a short one.
         protocol_version = "HTTP/1.1"
 
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            if not self.path.rstrip("/").endswith("/models") or chat.models is None:
+                error = {"message": f"no route {self.path}", "type": "not_found"}
+                return self._json(404, {"error": error})
+            if chat.models_status != 200:
+                error = {"message": "Invalid API key", "type": "invalid_request_error"}
+                return self._json(chat.models_status, {"error": error})
+            self._json(200, {"object": "list", "data": chat.models})
+
+        def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             chat.requests.append(body)
             chat.headers.append({k.lower(): v for k, v in self.headers.items()})
@@ -294,3 +307,19 @@ def chat_server():
     yield server
     server.server.shutdown()
     server.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def served_model(tmp_path_factory):
+    """`transformers serve` with a tiny random-weight model built here (served_model.py); stopped,
+    with nothing left running, when the session ends."""
+    from tests.agent import served_model as serving
+
+    missing = serving.serving_missing()
+    if missing:
+        pytest.skip(missing)
+    root = tmp_path_factory.mktemp("served-model")
+    model_dir = serving.build_tiny_model(root / "tiny-qwen2")
+    served = serving.serve(model_dir, root / "serve.log")
+    yield served
+    served.stop()
