@@ -53,6 +53,7 @@ class CheckReport:
     endpoint: str
     model: str
     reachable: bool = False
+    key_refused: bool = False  # the endpoint answered 401/403: another key may well work
     models: list[str] | None = None  # None: the endpoint listed none
     model_served: bool | None = None  # None: unknown (no list)
     context_length: int | None = None
@@ -120,6 +121,7 @@ def _list_models(report: CheckReport, client: openai.OpenAI, timeout_s: float) -
         report.add("endpoint", "fail", f"cannot reach {report.endpoint}: {_describe(cause)}")
         return []
     except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
+        report.key_refused = True
         report.add(
             "endpoint",
             "fail",

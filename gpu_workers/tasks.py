@@ -20,13 +20,21 @@ from django.conf import settings
 from django.db import connection
 
 from gpu_workers import (
+    agent_checks,
     agent_run,
     baseline_measurement,
     problem_validation,
     regrade,
     waiting_work,
 )
-from webapp.celery import MEASURE_BASELINES, REGRADE_RUN, RUN_AGENT, VALIDATE_PROBLEM, app
+from webapp.celery import (
+    CHECK_AGENTS,
+    MEASURE_BASELINES,
+    REGRADE_RUN,
+    RUN_AGENT,
+    VALIDATE_PROBLEM,
+    app,
+)
 from webapp.runs.recovery import reap_stale_runs
 
 log = logging.getLogger(__name__)
@@ -54,7 +62,28 @@ def regrade_run(run_id: int) -> str:
     return regrade.regrade(run_id, agent_run.worker_name())
 
 
+@app.task(name=CHECK_AGENTS, time_limit=300)
+def check_agents(names: list[str]) -> str:
+    levels = agent_checks.check_agents(names, agent_run.worker_name())
+    return ", ".join(f"{name}: {level}" for name, level in levels.items()) or "no agent checked"
+
+
 _reaper_stop = threading.Event()
+
+
+def _check_agents_forever() -> None:
+    """Every model agent's health, as the worker starts and then every AGENT_CHECK_EVERY_S."""
+    try:
+        while True:
+            try:
+                agent_checks.check_agents(worker=agent_run.worker_name())
+            except Exception:  # an agents file being edited, the database away: next round
+                log.warning("checking the agents failed", exc_info=True)
+            every = settings.AGENT_CHECK_EVERY_S
+            if not every or _reaper_stop.wait(every):
+                return
+    finally:
+        connection.close()
 
 
 def _reap_forever() -> None:
@@ -84,6 +113,7 @@ def _resend_waiting_work() -> None:
 @worker_ready.connect
 def start_reaper(**_) -> None:
     threading.Thread(target=_reap_forever, name="reaper", daemon=True).start()
+    threading.Thread(target=_check_agents_forever, name="agent-checks", daemon=True).start()
 
 
 @worker_shutdown.connect

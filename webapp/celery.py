@@ -20,6 +20,7 @@ VALIDATE_PROBLEM = "gpu_workers.tasks.validate_problem"
 RUN_AGENT = "gpu_workers.tasks.run_agent"
 MEASURE_BASELINES = "gpu_workers.tasks.measure_baselines"
 REGRADE_RUN = "gpu_workers.tasks.regrade_run"
+CHECK_AGENTS = "gpu_workers.tasks.check_agents"
 
 
 def queue_for(gpu_type: str) -> str:
@@ -43,3 +44,10 @@ def send_baselines(baseline_id: int, gpu_type: str, repeats: int) -> None:
 
 def send_regrade(run_id: int, gpu_type: str) -> None:
     app.send_task(REGRADE_RUN, args=[run_id], queue=queue_for(gpu_type))
+
+
+def send_agent_checks(names: list[str]) -> None:
+    """To the first GPU type's queue: any worker reaches the same model servers."""
+    from django.conf import settings
+
+    app.send_task(CHECK_AGENTS, args=[names], queue=queue_for(settings.GPU_TYPES[0]))

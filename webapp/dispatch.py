@@ -19,6 +19,7 @@ SENDERS: dict[str, Callable[..., None]] = {
     "run_agent": celery.send_run,  # (run id, GPU type)
     "measure_baselines": celery.send_baselines,  # (baseline id, GPU type, repeats)
     "regrade_run": celery.send_regrade,  # (run id, GPU type)
+    "check_agents": celery.send_agent_checks,  # (agent names)
 }
 
 

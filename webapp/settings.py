@@ -15,6 +15,8 @@
     KERNELARENA_RUNS_PER_HOUR   runs one user may start per hour (default: 30)
     KERNELARENA_RUN_TIME_LIMIT_S    hard limit of one agent run on a worker (default: 7200)
     KERNELARENA_RUN_STALE_AFTER_S   a running run silent this long lost its worker (default: 90)
+    KERNELARENA_AGENT_CHECK_EVERY_S  how often a worker re-checks each model agent's endpoint
+                    (default: 3600; 0: only as it starts and when staff ask)
 
 A bad value stops the process at start-up with a message naming the variable.
 """
@@ -58,14 +60,14 @@ def _env_list(name: str, default: str) -> list[str]:
     return items
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_int(name: str, default: int, minimum: int = 1) -> int:
     value = os.environ.get(name) or str(default)
     try:
         number = int(value)
     except ValueError:
-        number = -1
-    if number < 1:
-        raise ImproperlyConfigured(f"{name}={value!r}: give a whole number, 1 or more")
+        number = minimum - 1
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r}: give a whole number, {minimum} or more")
     return number
 
 
@@ -195,6 +197,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": RUN_TIME_LIMIT_S + 600}
 # A running run's worker touches Run.heartbeat this often; a run silent for RUN_STALE_AFTER_S
 # lost its worker and is re-queued (at most RUN_MAX_ATTEMPTS attempts) or failed.
 RUN_STALE_AFTER_S = _env_int("KERNELARENA_RUN_STALE_AFTER_S", 90)
+AGENT_CHECK_EVERY_S = _env_int("KERNELARENA_AGENT_CHECK_EVERY_S", 3600, minimum=0)
 RUN_HEARTBEAT_S = RUN_STALE_AFTER_S / 6
 RUN_MAX_ATTEMPTS = 2
 

@@ -4,7 +4,7 @@ from django.urls import include, path
 from webapp.api import api
 from webapp.leaderboard import suite_page
 from webapp.leaderboard.views import home
-from webapp.runs import model_keys_page, problem_page
+from webapp.runs import agents_page, model_keys_page, problem_page
 
 urlpatterns = [
     path("", home, name="home"),
@@ -19,6 +19,7 @@ urlpatterns = [
     path("problems/<int:problem_id>/submit", problem_page.problem_submit, name="problem_submit"),
     path("runs/", include("webapp.runs.urls")),
     path("keys/", model_keys_page.model_keys_page, name="model_keys"),
+    path("staff/agents/", agents_page.agents_page, name="agents"),
     path("suites/", include("webapp.suites.urls")),
     path("suites/<slug:name>/", suite_page.suite_detail, name="suite_detail"),
     path("leaderboard/", include("webapp.leaderboard.urls")),

@@ -12,7 +12,7 @@ from django.db.models import Max
 from agent.config import load_agent
 from webapp.accounts.service_account import service_account
 from webapp.leaderboard.models import GradeStatus
-from webapp.runs import choices
+from webapp.runs import agent_readiness, choices
 from webapp.runs.lifecycle import BadRunOption, RunRefused, check_option, enqueue_run
 from webapp.runs.models import ACTIVE, Run, RunStatus
 from webapp.suites.models import Evaluation, Suite
@@ -39,6 +39,7 @@ def start_evaluation(
             "import the suite's folder with import_suite first"
         )
     owner = service_account()
+    agent_readiness.refuse_if_failing(agent, owner)  # else every run would fail at once
     with transaction.atomic():
         evaluation = Evaluation.objects.create(
             suite=suite,

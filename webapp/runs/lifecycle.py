@@ -21,7 +21,7 @@ from gpu_workers.harness.vocabulary import SUBMISSION_AGENT
 from webapp.dispatch import send_after_commit
 from webapp.errors import Conflict, TooManyRequests, Unprocessable
 from webapp.problems.models import Problem, ProblemStatus
-from webapp.runs import choices
+from webapp.runs import agent_readiness, choices
 from webapp.runs.models import ACTIVE, Run, RunKind, RunStatus
 from webapp.runs.submission import check_files
 from webapp.runs.trace import record_event
@@ -49,6 +49,7 @@ def start_run(owner, problem: Problem, agent: str, gpu_type: str, protocol: str)
     check_option("agent", agent, choices.agent_names())
     _check_options(gpu_type, protocol)
     _check_valid(problem)
+    agent_readiness.refuse_if_failing(agent, owner)
     return _create_run(owner, problem=problem, agent=agent, gpu_type=gpu_type, protocol=protocol)
 
 

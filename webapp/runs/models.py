@@ -163,3 +163,25 @@ class ModelKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent} key …{self.last4} ({self.owner})"
+
+
+class HealthLevel(models.TextChoices):
+    OK = "ok"
+    WARN = "warn"  # runs are possible but poor (e.g. the model answers without tool calls)
+    FAIL = "fail"  # every run would end at once: runs of this agent are refused
+    UNUSABLE = "unusable"  # no check possible here (e.g. no operator key): nothing refused
+
+
+class AgentHealth(models.Model):
+    """The latest preflight check of one agent (agent.preflight, run on a worker, where model
+    servers are reached from): what staff see, and what refuses runs of an agent that fails."""
+
+    agent = models.CharField(max_length=100, unique=True)
+    level = models.CharField(max_length=10, choices=HealthLevel.choices)
+    summary = models.TextField()  # the findings that decided the level, in one paragraph
+    report = models.JSONField(default=dict)  # agent.preflight.CheckReport.to_dict()
+    checked = models.DateTimeField()
+    worker = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.agent}: {self.level}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from webapp.errors import RequestRefused
 from webapp.leaderboard.evaluation import progress, start_evaluation, unfinished
-from webapp.runs.lifecycle import RunRefused
 from webapp.suites.management.suite_option import get_suite
 from webapp.suites.management.waiting import wait_for
 from webapp.suites.models import Evaluation
@@ -52,7 +52,7 @@ class Command(BaseCommand):
             evaluation = start_evaluation(
                 suite, options["agent"], options["gpu"], options["max_turns"]
             )
-        except (RunRefused, ValueError) as exc:
+        except (RequestRefused, ValueError) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
             f"evaluation {evaluation.pk}: {evaluation.agent} on {evaluation.runs.count()} "
