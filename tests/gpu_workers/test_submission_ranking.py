@@ -5,9 +5,12 @@ seeds, and metrics.board ranks the person as a row of their own beside the agent
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gpu_workers import agent_run, problem_validation, regrade
+from tests.agent.conftest import chat_server as chat_server  # noqa: F401 (the fixture)
 from tests.conftest import candidate_dir
 from tests.webapp.conftest import make_problem
 from webapp import dispatch
@@ -189,3 +192,44 @@ def test_a_wrong_submission_fails_and_is_never_counted_correct(alice, bob, suite
     assert rows["person", "alice"]["rank"] < wrong["rank"]
     assert board["under_review"] == []
     assert suite.problems.get().status == ProblemStatus.VALID
+
+
+def test_a_priced_model_agent_ranks_with_its_spend_and_speedup_per_dollar(
+    alice, suite, queues, chat_server, tmp_path, monkeypatch
+):
+    """A suite evaluation of a model agent (the real openai backend, a local chat server that
+    reports 150 tokens a reply, the agent's prices): tokens, dollars, wall time and GPU time are
+    recorded, and the agent ranks like any entrant, with its speedup per dollar."""
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        '[agents.priced]\nbackend = "openai"\nmodel = "kernel-model"\n'
+        f'base_url = "{chat_server.url}"\n'
+        "[agents.priced.prices]\ninput_per_mtok = 1000.0\noutput_per_mtok = 2000.0\n"
+    )
+    monkeypatch.setenv("KERNELARENA_AGENTS_FILE", str(agents))
+    sources = files("good_relu_scale")
+    for path, text in sources.items():
+        chat_server.plan_reply("", ("write_file", json.dumps({"path": path, "content": text})))
+    chat_server.plan_reply("", ("verify", "{}"))
+    chat_server.plan_reply("", ("finish", '{"summary": "fused"}'))
+    replies = len(sources) + 2
+
+    run = evaluate_agent(alice, suite, "priced")
+
+    run.refresh_from_db()
+    assert (run.prompt_tokens, run.completion_tokens) == (120 * replies, 30 * replies)
+    # $1000 per million prompt tokens, $2000 per million completion tokens
+    dollars = (120 * 1000 + 30 * 2000) * replies / 1e6
+    assert run.cost_dollars == pytest.approx(dollars)
+    (row,) = metrics.board(suite, "cpu", "loose")["rows"]
+    grade = Grade.objects.get(run=run)
+    assert (row["entrant"], row["kind"], row["rank"], row["correct_rate"]) == (
+        "priced",
+        "agent",
+        1,
+        1.0,
+    )
+    assert row["tokens_per_run"] == 150 * replies
+    assert row["dollars_per_run"] == pytest.approx(dollars)
+    assert row["speedup_per_dollar"] == pytest.approx(grade.speedup_vs_compile / dollars)
+    assert row["wall_minutes_per_run"] > 0 and row["gpu_minutes_per_run"] > 0
