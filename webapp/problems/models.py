@@ -26,6 +26,12 @@ class ProblemQuerySet(models.QuerySet):
             return self.filter(visibility=Visibility.PUBLIC)
         return self.filter(Q(visibility=Visibility.PUBLIC) | Q(owner=user))
 
+    def filtered(self, user, status: str | None = None, mine: bool = False) -> ProblemQuerySet:
+        """The list's filters (the problem list page and GET /api/problems): a state, and only
+        the user's own."""
+        problems = self.filter(status=status) if status is not None else self
+        return problems.filter(owner=user) if mine and user.is_authenticated else problems
+
 
 class Problem(models.Model):
     """An op in KernelBench format. Untrusted code: it only ever runs in a worker's sandbox."""

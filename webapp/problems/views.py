@@ -11,18 +11,32 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from gpu_workers.harness.problem_source import ProblemError
+from webapp.errors import unknown_value
 from webapp.problems.forms import ProblemForm
-from webapp.problems.models import Problem
+from webapp.problems.models import Problem, ProblemStatus
 from webapp.problems.upload import upload_problem
 
 
 def problem_list(request: HttpRequest) -> HttpResponse:
+    """Public problems and the person's own; "Yours" (?mine=1, the header's My problems) and a
+    state (?status=) narrow it. A state that names nothing is said (422), never ignored."""
     problems = Problem.objects.visible_to(request.user).select_related("owner")
     mine = request.user.is_authenticated and request.GET.get("mine") == "1"
-    if mine:
-        problems = problems.filter(owner=request.user)
+    status = request.GET.get("status") or None
+    refusal, code = "", 200
+    if status is not None and status not in ProblemStatus.values:
+        refusal = unknown_value("status", status, ProblemStatus.values)
+        problems, code = problems.none(), 422
+    problems = problems.filtered(request.user, status=None if refusal else status, mine=mine)
     page = Paginator(problems.defer("source"), 50).get_page(request.GET.get("page"))
-    return render(request, "problems/list.html", {"page": page, "mine": mine})
+    context = {
+        "page": page,
+        "mine": mine,
+        "status": status,
+        "statuses": ProblemStatus.values,
+        "refusal": refusal,
+    }
+    return render(request, "problems/list.html", context, status=code)
 
 
 @login_required

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from gpu_workers.harness.vocabulary import SUBMISSION_AGENT
 from webapp.dispatch import send_after_commit
-from webapp.errors import Conflict, TooManyRequests, Unprocessable
+from webapp.errors import Conflict, TooManyRequests, Unprocessable, unknown_value
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import choices
 from webapp.runs.models import ACTIVE, Run, RunKind, RunStatus
@@ -41,7 +41,7 @@ class BadRunOption(Unprocessable):
 
 def check_option(kind: str, value: str, known: list[str]) -> None:
     if value not in known:
-        raise BadRunOption(f"unknown {kind} {value!r}: use one of {', '.join(known)}")
+        raise BadRunOption(unknown_value(kind, value, known))
 
 
 def start_run(owner, problem: Problem, agent: str, gpu_type: str, protocol: str) -> Run:
