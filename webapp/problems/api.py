@@ -25,13 +25,15 @@ router = Router(tags=["problems"])
         403: ErrorOut,
         413: ErrorOut,
         422: ErrorOut,
+        429: ErrorOut,
     },
     summary="Upload a problem",
 )
 def create_problem(request: HttpRequest, body: ProblemIn):
     """Store a problem and queue its validation. 201 when new; 200 with the existing problem
     when you already uploaded the same source (same hash after normalising line endings and
-    trailing blanks), so retrying an upload is safe."""
+    trailing blanks), so retrying an upload is safe. 429 while you have as many problems
+    waiting for or in validation as one may (settings.PENDING_VALIDATIONS_PER_USER)."""
     try:
         problem, created = upload_problem(request.user, body.title, body.source, body.visibility)
     except ProblemError as exc:

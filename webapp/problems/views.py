@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from gpu_workers.harness.problem_source import ProblemError
-from webapp.errors import unknown_value
+from webapp.errors import RequestRefused, refuse_on_form, unknown_value
 from webapp.problems.forms import ProblemForm
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.problems.upload import upload_problem
@@ -43,6 +43,7 @@ def problem_list(request: HttpRequest) -> HttpResponse:
 def problem_new(request: HttpRequest) -> HttpResponse:
     posted = request.method == "POST"
     form = ProblemForm(request.POST, request.FILES) if posted else ProblemForm()
+    status = 422 if posted else 200  # unless it is stored, or refused for a limit
     if posted and form.is_valid():
         data = form.cleaned_data
         try:
@@ -52,12 +53,15 @@ def problem_new(request: HttpRequest) -> HttpResponse:
         except ProblemError as exc:
             form = _keep_source(form, data["source"])
             form.add_error(None, str(exc))
+        except RequestRefused as refusal:  # the limit of problems waiting for validation
+            form = _keep_source(form, data["source"])
+            status = refuse_on_form(form, refusal)
         else:
             if not created:
                 messages.info(request, "You uploaded this source before: here it is.")
             return redirect("problem_detail", problem.pk)
     context = {"form": form, "max_kib": settings.PROBLEM_MAX_BYTES // 1024}
-    return render(request, "problems/new.html", context, status=422 if form.errors else 200)
+    return render(request, "problems/new.html", context, status=status)
 
 
 def _keep_source(form: ProblemForm, source: str) -> ProblemForm:

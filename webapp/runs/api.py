@@ -14,7 +14,14 @@ from webapp.runs.bundle import bundle_response
 from webapp.runs.lifecycle import cancel_run, start_run, start_submission
 from webapp.runs.models import Candidate, Run, RunStatus
 from webapp.runs.run_filters import RunFilters, filtered_runs
-from webapp.runs.schemas import CandidateOut, CandidateSummaryOut, RunIn, RunOut, TraceEventOut
+from webapp.runs.schemas import (
+    CandidateOut,
+    CandidateSummaryOut,
+    RunDetailOut,
+    RunIn,
+    RunOut,
+    TraceEventOut,
+)
 from webapp.runs.trace import events_after
 
 router = Router(tags=["runs"])
@@ -106,8 +113,9 @@ def list_runs(request: HttpRequest, params: Query[ListParams]):
     return runs[params.offset : params.offset + params.limit]
 
 
-@router.get("/{run_id}", response={200: RunOut, **READS_A_RUN})
+@router.get("/{run_id}", response={200: RunDetailOut, **READS_A_RUN})
 def get_run(request: HttpRequest, run_id: RowId):
+    """The run, with its time limit and, while queued, its place in its GPU type's queue."""
     run = _visible_run(request, run_id)
     return run if run is not None else _not_found(run_id)
 

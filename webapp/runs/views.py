@@ -25,6 +25,7 @@ from webapp.runs import lifecycle, run_filters
 from webapp.runs.bundle import bundle_response
 from webapp.runs.forms import RunFilterForm
 from webapp.runs.models import ACTIVE, Candidate, EventKind, Run, RunStatus, TraceEvent
+from webapp.work_kinds import GRADE, RUN
 
 MY_RUNS_PER_PAGE = 25
 
@@ -84,6 +85,9 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "progress": _last_progress(run),
         "candidates": [_candidate_row(c) for c in candidates],
         "has_bundle": run.best_candidate is not None and run.best_candidate.verified,
+        "time_limit": RUN.limit_text(),
+        "queue_position": run.queue_position(),
+        "regrade_limit": GRADE.limit_text(),
     }
     return render(request, "runs/detail.html", context)
 
