@@ -35,4 +35,6 @@ COPY templates templates
 COPY static static
 COPY manage.py ./
 RUN pip install -e '.[harness,agent,web]'
-CMD ["celery", "-A", "webapp.celery", "worker", "-Q", "gpu.h100", "--concurrency", "2", "-l", "info"]
+# The run worker of one GPU; docker-compose.yml starts the validation and re-grade workers beside
+# it (webapp/work_kinds.py: a queue and a worker per kind of work).
+CMD ["celery", "-A", "webapp.celery", "worker", "-Q", "gpu.h100.run", "--concurrency", "2", "-l", "info"]

@@ -12,6 +12,7 @@ import os
 import socket
 import traceback
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -31,6 +32,7 @@ from webapp.runs import model_keys
 from webapp.runs.lifecycle import end_event
 from webapp.runs.models import Run, RunKind, RunStatus
 from webapp.runs.trace import record_event
+from webapp.work_kinds import RUN
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ def run(run_id: int, worker: str) -> str:
     except Exception as exc:  # a workspace, config or harness failure: the run ends, with why
         log.exception("run %s failed", run_id)
         detail = f"the worker could not run the agent: {exc}"
+        if isinstance(exc, SoftTimeLimitExceeded):  # the agent's own budget did not end it
+            detail = RUN.limit_reached()
         gpu_seconds = gpu_lock.held_seconds() - gpu_held_before
         _finish(run, None, detail + "\n" + traceback.format_exc(limit=5), gpu_seconds)
         return detail

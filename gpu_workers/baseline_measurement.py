@@ -14,11 +14,14 @@ import logging
 import tempfile
 from pathlib import Path
 
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.utils import timezone
 
 from gpu_workers.harness import gpu_lock, profile, roofline
 from gpu_workers.harness.protocol import by_name
 from gpu_workers.harness.vocabulary import device_for
+from webapp.durations import duration
 from webapp.suites.models import Baseline
 
 log = logging.getLogger(__name__)
@@ -44,7 +47,11 @@ def measure(baseline_id: int, repeats: int = 1) -> str:
             profile.store_baselines(problem_path, device, protocol, best)
     except Exception as exc:  # the row says why; the worker goes on with the next one
         log.exception("measuring baseline %s failed", baseline_id)
-        Baseline.objects.filter(pk=row.pk).update(error=f"measuring failed: {exc}")
+        error = f"measuring failed: {exc}"
+        if isinstance(exc, SoftTimeLimitExceeded):
+            limit = duration(settings.BASELINE_TIME_LIMIT_S)
+            error = f"measuring did not finish within its time limit of {limit}"
+        Baseline.objects.filter(pk=row.pk).update(error=error)
         return f"baseline {baseline_id}: failed"
     Baseline.objects.filter(pk=row.pk).update(
         **{key: best.get(key) for key in TIMES},

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import logging
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.utils import timezone
 
 from gpu_workers.harness import failure, roofline
 from gpu_workers.harness import validation as harness_validation
 from gpu_workers.harness.protocol import LOOSE
 from gpu_workers.harness.vocabulary import device_for
 from webapp.problems.models import Problem, ProblemStatus
+from webapp.problems.validation import UNFINISHED
+from webapp.work_kinds import VALIDATE
 
 log = logging.getLogger(__name__)
 
@@ -20,15 +24,17 @@ log = logging.getLogger(__name__)
 def validate(problem_id: int) -> str:
     """Returns what happened, for the worker's log. Safe to run twice for one problem."""
     # A re-delivered task finds the problem `validating` and does the work again.
-    unfinished = (ProblemStatus.PENDING, ProblemStatus.VALIDATING)
-    mine = Problem.objects.filter(pk=problem_id, status__in=unfinished)
-    if not mine.update(status=ProblemStatus.VALIDATING):
+    mine = Problem.objects.filter(pk=problem_id, status__in=UNFINISHED)
+    if not mine.update(status=ProblemStatus.VALIDATING, validation_started=timezone.now()):
         return f"problem {problem_id} is gone or already validated"
     source = Problem.objects.values_list("source", flat=True).get(pk=problem_id)
     gpu_type = settings.VALIDATION_GPU_TYPE
     device = device_for(gpu_type)
     try:
         report = _validate_retrying(source, device)
+    except SoftTimeLimitExceeded:  # the problem hangs or is too slow to validate in time
+        mine.update(status=ProblemStatus.REJECTED, reasons=[VALIDATE.limit_reached()])
+        return f"problem {problem_id}: stopped at the time limit"
     except Exception as exc:  # a harness failure is not the problem's fault, but must not hang
         log.exception("validating problem %s failed", problem_id)
         mine.update(status=ProblemStatus.REJECTED, reasons=[f"the validator failed: {exc}"])

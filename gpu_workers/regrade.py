@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.utils import timezone
 
 from gpu_workers.harness.protocol import by_name
 from gpu_workers.harness.session import Session
 from gpu_workers.harness.vocabulary import device_for
 from webapp.leaderboard.models import MEASURED_FIELDS, Grade, GradeStatus
+from webapp.work_kinds import GRADE
 
 log = logging.getLogger(__name__)
 SECRET_SEEDS = 3
@@ -34,6 +36,8 @@ def regrade(run_id: int, worker: str) -> str:
             for path, text in grade.candidate.sources.items():
                 s.write_file(path, text)
             verdict = s.evaluate()
+    except SoftTimeLimitExceeded:  # held for review: a candidate that hangs is not ranked
+        verdict = {"error": GRADE.limit_reached()}
     except Exception as exc:  # the grader failed, not (provably) the candidate: say so
         log.exception("re-grading run %s failed", run_id)
         verdict = {"error": f"the re-grade could not run: {exc}"}

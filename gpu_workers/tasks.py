@@ -1,13 +1,20 @@
 """Celery tasks, thin: the work is in gpu_workers.problem_validation, agent_run,
 baseline_measurement and regrade.
 
-Start a worker per GPU, pinned, on its type's queue:
-    CUDA_VISIBLE_DEVICES=0 celery -A webapp.celery worker -Q gpu.h100 --concurrency 2
-Tasks are acknowledged late and re-delivered if the worker dies; every job is idempotent.
-Each worker, as it starts, sends again the work the database says is waiting (its task may have
-been lost with the broker: gpu_workers.waiting_work), then reaps runs whose worker died
-(webapp.runs.recovery): at start, then every REAP_EVERY_S seconds (more often when
-settings.RUN_STALE_AFTER_S is short, as in tests).
+Each kind of work has its own queue per GPU type and its own worker (webapp/work_kinds.py), so
+that a validation that hangs never holds a run. A worker per kind per GPU, pinned:
+    CUDA_VISIBLE_DEVICES=0 celery -A webapp.celery worker -Q gpu.h100.run --concurrency 2
+    CUDA_VISIBLE_DEVICES=0 celery -A webapp.celery worker -Q gpu.h100.grade --concurrency 1
+    CUDA_VISIBLE_DEVICES=0 celery -A webapp.celery worker -Q gpu.h100.validate --concurrency 1
+Each task stops at its kind's time limit (settings): Celery's soft limit raises
+SoftTimeLimitExceeded in the task, which ends the item saying so; a task that does not stop is
+killed GRACE_S later. Tasks are acknowledged late and re-delivered if the worker dies; every job
+is idempotent. Each worker, as it starts, sends again the work of its queues that the database
+says is waiting (its task may have been lost with the broker: gpu_workers.waiting_work), then
+reaps what its kind leaves behind when a worker dies: runs whose worker died
+(webapp.runs.recovery), validations past their limit (webapp.problems.validation): at start,
+then every REAP_EVERY_S seconds (more often when settings.RUN_STALE_AFTER_S is short, as in
+tests).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from gpu_workers import (
     regrade,
     waiting_work,
 )
+from webapp import work_kinds
 from webapp.celery import (
     CHECK_AGENTS,
     MEASURE_BASELINES,
@@ -35,29 +43,35 @@ from webapp.celery import (
     VALIDATE_PROBLEM,
     app,
 )
+from webapp.problems.validation import fail_overdue_validations
 from webapp.runs.recovery import reap_stale_runs
 
 log = logging.getLogger(__name__)
 REAP_EVERY_S = max(1.0, min(30.0, settings.RUN_STALE_AFTER_S / 2))
-VALIDATION_TIME_LIMIT_S = 1800
+# After the soft limit, the time a task has to record why it stopped before it is killed.
+GRACE_S = 60
 
 
-@app.task(name=VALIDATE_PROBLEM, time_limit=VALIDATION_TIME_LIMIT_S)
+def _limits(limit_s: int) -> dict[str, int]:
+    return {"soft_time_limit": limit_s, "time_limit": limit_s + GRACE_S}
+
+
+@app.task(name=VALIDATE_PROBLEM, **_limits(settings.VALIDATION_TIME_LIMIT_S))
 def validate_problem(problem_id: int) -> str:
     return problem_validation.validate(problem_id)
 
 
-@app.task(name=RUN_AGENT, time_limit=settings.RUN_TIME_LIMIT_S)
+@app.task(name=RUN_AGENT, **_limits(settings.RUN_TIME_LIMIT_S))
 def run_agent(run_id: int) -> str:
     return agent_run.run(run_id, agent_run.worker_name())
 
 
-@app.task(name=MEASURE_BASELINES, time_limit=VALIDATION_TIME_LIMIT_S * 2)
+@app.task(name=MEASURE_BASELINES, **_limits(settings.BASELINE_TIME_LIMIT_S))
 def measure_baselines(baseline_id: int, repeats: int = 1) -> str:
     return baseline_measurement.measure(baseline_id, repeats)
 
 
-@app.task(name=REGRADE_RUN, time_limit=VALIDATION_TIME_LIMIT_S)
+@app.task(name=REGRADE_RUN, **_limits(settings.REGRADE_TIME_LIMIT_S))
 def regrade_run(run_id: int) -> str:
     return regrade.regrade(run_id, agent_run.worker_name())
 
@@ -86,23 +100,31 @@ def _check_agents_forever() -> None:
         connection.close()
 
 
-def _reap_forever() -> None:
+def _reap_forever(served: dict[str, list[str]]) -> None:
     try:
-        _resend_waiting_work()
+        _resend_waiting_work(served)
         while True:
             try:
-                reap_stale_runs()
+                _reap(served)
             except Exception:  # the database may be briefly away; try again next round
-                log.warning("reaping stale runs failed", exc_info=True)
+                log.warning("reaping failed", exc_info=True)
             if _reaper_stop.wait(REAP_EVERY_S):
                 return
     finally:
         connection.close()
 
 
-def _resend_waiting_work() -> None:
+def _reap(served: dict[str, list[str]]) -> None:
+    """What a dead worker of a kind this worker serves left behind."""
+    if served[work_kinds.RUN.name]:
+        reap_stale_runs()
+    if served[work_kinds.VALIDATE.name]:
+        fail_overdue_validations(GRACE_S)
+
+
+def _resend_waiting_work(served: dict[str, list[str]]) -> None:
     try:
-        sent = waiting_work.resend_waiting_work(settings.GPU_TYPES)
+        sent = waiting_work.resend_waiting_work(served)
     except Exception:  # the database may be away: the tasks still in the broker still run
         log.warning("resending waiting work failed", exc_info=True)
         return
@@ -111,9 +133,12 @@ def _resend_waiting_work() -> None:
 
 
 @worker_ready.connect
-def start_reaper(**_) -> None:
-    threading.Thread(target=_reap_forever, name="reaper", daemon=True).start()
-    threading.Thread(target=_check_agents_forever, name="agent-checks", daemon=True).start()
+def start_reaper(sender, **_) -> None:
+    served = work_kinds.served(list(sender.app.amqp.queues.consume_from or ()))
+    log.info("serving %s", {kind: types for kind, types in served.items() if types})
+    threading.Thread(target=_reap_forever, args=(served,), name="reaper", daemon=True).start()
+    if served[work_kinds.RUN.name]:  # the workers that run agents check them
+        threading.Thread(target=_check_agents_forever, name="agent-checks", daemon=True).start()
 
 
 @worker_shutdown.connect

@@ -3,14 +3,15 @@
 A task lives in the broker: when the broker restarts empty (the embedded Redis of `make run`, a
 GPU host that went away with its stack), queued runs, problems waiting for validation, requested
 baselines and pending re-grades would wait for good. So every worker, as it starts, sends each
-of them again for the GPU types it serves. A second copy of a task that still exists does
+of them again for the queues it serves (a run worker the queued runs of its GPU types, a
+validation worker the problems waiting for validation, a grade worker the baselines and
+re-grades). A second copy of a task that still exists does
 nothing: a run is claimed by a conditional update, and validation, baselines and the re-grade
 skip or redo work whose result is the same. Running runs are the reaper's (webapp.runs.recovery).
 """
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 
@@ -22,24 +23,27 @@ from webapp.runs.lifecycle import enqueue_run
 from webapp.runs.models import Run, RunStatus
 from webapp.suites.baselines import resend_baseline
 from webapp.suites.models import Baseline
+from webapp.work_kinds import GRADE, RUN, VALIDATE
 
 
-def resend_waiting_work(gpu_types: list[str]) -> dict[str, int]:
-    """Sends every waiting item of these GPU types again; returns how many of each kind."""
+def resend_waiting_work(served: dict[str, list[str]]) -> dict[str, int]:
+    """Sends every waiting item of the kinds and GPU types a worker serves again (kind name ->
+    GPU types, webapp.work_kinds.served); returns how many of each kind."""
+    runs_of, grades_of = served.get(RUN.name, []), served.get(GRADE.name, [])
     with transaction.atomic():  # each enqueue sends once this commits
-        runs = Run.objects.filter(status=RunStatus.QUEUED, gpu_type__in=gpu_types)
+        runs = Run.objects.filter(status=RunStatus.QUEUED, gpu_type__in=runs_of)
         for run in runs:
             enqueue_run(run)
-        problems = _waiting_problems(gpu_types)
+        problems = _waiting_problems(served.get(VALIDATE.name, []))
         for problem in problems:
             enqueue_validation(problem)
         unanswered = Q(measured__isnull=True) | Q(measured__lt=F("requested"))
         baselines = Baseline.objects.filter(
-            unanswered, gpu_type__in=gpu_types, requested__isnull=False, error=""
+            unanswered, gpu_type__in=grades_of, requested__isnull=False, error=""
         )
         for baseline in baselines:
             resend_baseline(baseline)
-        grades = Grade.objects.filter(status=GradeStatus.PENDING, run__gpu_type__in=gpu_types)
+        grades = Grade.objects.filter(status=GradeStatus.PENDING, run__gpu_type__in=grades_of)
         for grade in grades.select_related("run"):
             enqueue_regrade(grade.run)
     return {
@@ -51,8 +55,8 @@ def resend_waiting_work(gpu_types: list[str]) -> dict[str, int]:
 
 
 def _waiting_problems(gpu_types: list[str]):
-    """Validation runs on one GPU type; only its workers send it."""
-    if settings.VALIDATION_GPU_TYPE not in gpu_types:
+    """Validation runs on one GPU type (work_kinds.VALIDATE): only its workers send it."""
+    if not VALIDATE.gpu_types(gpu_types):
         return Problem.objects.none()
     waiting = Q(status=ProblemStatus.PENDING) | Q(status=ProblemStatus.VALIDATING)
     return Problem.objects.filter(waiting).exclude(source="")

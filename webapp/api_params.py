@@ -7,7 +7,10 @@ past 64 bits is a server error.
 
 from __future__ import annotations
 
+from django.http import HttpRequest
 from ninja import Field, Path, Schema
+
+from webapp.errors import Unprocessable, unknown_value
 
 # Ids are BigAutoFields: signed 64-bit on PostgreSQL and SQLite.
 ID_MAX = 2**63 - 1
@@ -33,3 +36,12 @@ class PageParams(Schema):
 
     limit: int = Field(50, ge=1, le=PAGE_MAX, description=f"at most {PAGE_MAX} items")
     offset: int = Field(0, ge=0, le=OFFSET_MAX, description="items to skip")
+
+
+def refuse_unknown_params(request: HttpRequest, params: Schema) -> None:
+    """A query parameter the route does not take (a misspelt filter, `?state=` for
+    `?status=`) is a 422 naming the ones it takes, instead of being ignored: a list that
+    ignored a filter would look filtered."""
+    known = sorted(type(params).model_fields)
+    for name in sorted(set(request.GET) - set(known)):
+        raise Unprocessable(unknown_value("query parameter", name, known))

@@ -1,8 +1,10 @@
-"""The Celery app: `celery -A webapp.celery worker -Q gpu.<type>` runs a GPU worker.
+"""The Celery app: `celery -A webapp.celery worker -Q gpu.<type>.<kind>` runs a GPU worker of
+one kind of work (validate, run, grade: webapp/work_kinds.py).
 
 The web process only sends tasks, by name: it never imports gpu_workers.tasks, which pulls in the
-harness. Each GPU type has its own queue, `gpu.<type>`; problems are validated on the first
-type's queue (settings.VALIDATION_GPU_TYPE). Every CELERY_* setting in webapp/settings.py applies.
+harness. Each GPU type has a queue per kind of work, `gpu.<type>.<kind>`; problems are validated
+on the first type's (settings.VALIDATION_GPU_TYPE). Every CELERY_* setting in webapp/settings.py
+applies.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+
+from webapp.work_kinds import GRADE, RUN, VALIDATE
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
@@ -23,31 +27,29 @@ REGRADE_RUN = "gpu_workers.tasks.regrade_run"
 CHECK_AGENTS = "gpu_workers.tasks.check_agents"
 
 
-def queue_for(gpu_type: str) -> str:
-    return f"gpu.{gpu_type}"
-
-
 def send_validation(problem_id: int) -> None:
     from django.conf import settings
 
-    queue = queue_for(settings.VALIDATION_GPU_TYPE)
+    queue = VALIDATE.queue(settings.VALIDATION_GPU_TYPE)
     app.send_task(VALIDATE_PROBLEM, args=[problem_id], queue=queue)
 
 
 def send_run(run_id: int, gpu_type: str) -> None:
-    app.send_task(RUN_AGENT, args=[run_id], queue=queue_for(gpu_type))
+    app.send_task(RUN_AGENT, args=[run_id], queue=RUN.queue(gpu_type))
 
 
 def send_baselines(baseline_id: int, gpu_type: str, repeats: int) -> None:
-    app.send_task(MEASURE_BASELINES, args=[baseline_id, repeats], queue=queue_for(gpu_type))
+    # Measuring, as a re-grade is: on the grade worker, never behind a run or a validation.
+    app.send_task(MEASURE_BASELINES, args=[baseline_id, repeats], queue=GRADE.queue(gpu_type))
 
 
 def send_regrade(run_id: int, gpu_type: str) -> None:
-    app.send_task(REGRADE_RUN, args=[run_id], queue=queue_for(gpu_type))
+    app.send_task(REGRADE_RUN, args=[run_id], queue=GRADE.queue(gpu_type))
 
 
 def send_agent_checks(names: list[str]) -> None:
-    """To the first GPU type's queue: any worker reaches the same model servers."""
+    """To the first GPU type's grade queue, whose items are short (re-grades, baselines): any
+    worker reaches the same model servers as the run workers do."""
     from django.conf import settings
 
-    app.send_task(CHECK_AGENTS, args=[names], queue=queue_for(settings.GPU_TYPES[0]))
+    app.send_task(CHECK_AGENTS, args=[names], queue=GRADE.queue(settings.GPU_TYPES[0]))

@@ -47,6 +47,12 @@ class TooManyRequests(Conflict):
     status = 429
 
 
+def unknown_value(kind: str, value: object, known: list[str]) -> str:
+    """The refusal of a value that names nothing, with the values that do: every API filter
+    and option says it the same way."""
+    return f"unknown {kind} {value!r}: use one of {', '.join(known)}"
+
+
 def refuse_on_form(form: forms.Form, refusal: RequestRefused) -> int:
     """Puts the refusal's reasons on the form; returns the status its page answers with."""
     form.add_error(None, refusal.reasons)

@@ -5,11 +5,13 @@
 Starts an embedded Redis of this stack's own (unless REDIS_URL names one; webapp/embedded_redis.py),
 migrates the database (SQLite in .cache/ unless DATABASE_URL names one), imports the committed
 results in benchmarks/results/ (so the boards measured on a GPU host show here without one;
-importing again changes nothing), then the ASGI server and one Celery worker for every GPU type.
-webapp/supervisor.py restarts the worker when it dies; the death of the web server or the broker
-stops the stack (exit status 1), and so do Ctrl-C and SIGTERM (status 0). No process it started
-outlives it, even when it is killed hard (webapp/child_process.py). With no GPU the worker serves
-the cpu target. With one, the GPU type is named after it (e.g. "h100"), unless
+importing again changes nothing), then the ASGI server and a Celery worker per kind of work
+(webapp/work_kinds.py: validation, runs, re-grades), each on its queues for every GPU type with
+its own concurrency (KERNELARENA_<KIND>_CONCURRENCY), so a validation that hangs never holds
+a run. webapp/supervisor.py restarts a worker when it dies; the death of the web server or the
+broker stops the stack (exit status 1), and so do Ctrl-C and SIGTERM (status 0). No process it
+started outlives it, even when it is killed hard (webapp/child_process.py). With no GPU the
+workers serve the cpu target. With one, the GPU type is named after it (e.g. "h100"), unless
 KERNELARENA_GPU_TYPES is set.
 """
 
@@ -25,7 +27,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from webapp import child_process, embedded_redis
+from webapp import child_process, embedded_redis, work_kinds
 from webapp.supervisor import Supervisor
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,7 +86,9 @@ def _serve(
     call_command("migrate", interactive=False, verbosity=0)
     import_committed_results()
     supervisor.add("web", lambda: _start_web(host, port), restarts=False)
-    supervisor.add("worker", _worker_starter(settings.GPU_TYPES), restarts=True)
+    for kind in work_kinds.KINDS:
+        starter = _worker_starter(kind, settings.GPU_TYPES)
+        supervisor.add(f"{kind.label} worker", starter, restarts=True)
     url = f"http://{host}:{port}/"
     print(f"KernelArena at {url} (GPU types: {', '.join(settings.GPU_TYPES)}). Ctrl-C stops.")
     return supervisor.run()
@@ -104,15 +108,18 @@ def _start_web(host: str, port: int) -> subprocess.Popen:
                                cwd=REPO)  # fmt: skip
 
 
-def _worker_starter(gpu_types: list[str]) -> Callable[[], subprocess.Popen]:
-    """Starts the worker; each start has a name of its own, so a run's trace tells them apart."""
-    queues = ",".join(f"gpu.{gpu_type}" for gpu_type in gpu_types)
+def _worker_starter(
+    kind: work_kinds.WorkKind, gpu_types: list[str]
+) -> Callable[[], subprocess.Popen]:
+    """Starts the worker of one kind of work; each start has a name of its own, so a run's trace
+    and the logs tell them apart."""
+    queues = ",".join(kind.queue(gpu_type) for gpu_type in kind.gpu_types(gpu_types))
     starts = itertools.count(1)
 
     def start() -> subprocess.Popen:
-        name = f"worker-{os.getpid()}-{next(starts)}@%h"
+        name = f"{kind.name}-{os.getpid()}-{next(starts)}@%h"
         return child_process.start([sys.executable, "-m", "celery", "-A", "webapp.celery",
-                                    "worker", "-Q", queues, "--concurrency", "1",
+                                    "worker", "-Q", queues, "--concurrency", str(kind.concurrency),
                                     "--loglevel", "info", "--hostname", name],
                                    cwd=REPO)  # fmt: skip
 

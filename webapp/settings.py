@@ -13,7 +13,18 @@
                     sets it to its own stack's broker, webapp/embedded_redis.py)
     KERNELARENA_GPU_TYPES   comma-separated GPU types that have a worker queue (default: cpu)
     KERNELARENA_RUNS_PER_HOUR   runs one user may start per hour (default: 30)
-    KERNELARENA_RUN_TIME_LIMIT_S    hard limit of one agent run on a worker (default: 7200)
+    KERNELARENA_ACTIVE_RUNS_PER_USER    runs one user may have queued or running (default: 3)
+    KERNELARENA_PENDING_VALIDATIONS_PER_USER    problems one user may have waiting for or in
+                    validation (default: 3)
+    Each kind of work has its own queue, worker and time limit (webapp/work_kinds.py):
+    KERNELARENA_VALIDATION_TIME_LIMIT_S   one problem's validation (default: 1800)
+    KERNELARENA_RUN_TIME_LIMIT_S          one agent run (default: 7200)
+    KERNELARENA_REGRADE_TIME_LIMIT_S      one run's re-grade (default: 1800)
+    KERNELARENA_BASELINE_TIME_LIMIT_S     one problem's baselines, on the re-grade worker
+                    (default: 3600)
+    KERNELARENA_VALIDATION_CONCURRENCY, KERNELARENA_RUN_CONCURRENCY,
+    KERNELARENA_REGRADE_CONCURRENCY       tasks each kind's worker runs at once (`make run`'s
+                    workers; default: 1 each)
     KERNELARENA_RUN_STALE_AFTER_S   a running run silent this long lost its worker (default: 90)
     KERNELARENA_AGENT_CHECK_EVERY_S  how often a worker re-checks each model agent's endpoint
                     (default: 3600; 0: only as it starts and when staff ask)
@@ -191,9 +202,23 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "web"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Each kind of work's time limit, in seconds from the moment a worker starts it: the task is
+# stopped there (Celery's soft limit, then a hard kill a minute later) and the item ends saying
+# so; pages show the limit while the work waits or runs (webapp/work_kinds.py).
+VALIDATION_TIME_LIMIT_S = _env_int("KERNELARENA_VALIDATION_TIME_LIMIT_S", 1800)
 RUN_TIME_LIMIT_S = _env_int("KERNELARENA_RUN_TIME_LIMIT_S", 7200)
+REGRADE_TIME_LIMIT_S = _env_int("KERNELARENA_REGRADE_TIME_LIMIT_S", 1800)
+BASELINE_TIME_LIMIT_S = _env_int("KERNELARENA_BASELINE_TIME_LIMIT_S", 3600)
+# How many tasks of each kind one worker process runs at once (`make run` starts one worker per
+# kind; docker-compose.yml names its own).
+VALIDATION_CONCURRENCY = _env_int("KERNELARENA_VALIDATION_CONCURRENCY", 1)
+RUN_CONCURRENCY = _env_int("KERNELARENA_RUN_CONCURRENCY", 1)
+REGRADE_CONCURRENCY = _env_int("KERNELARENA_REGRADE_CONCURRENCY", 1)
 # An unacknowledged task goes back to the queue after this long: longer than any task may run.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": RUN_TIME_LIMIT_S + 600}
+_LONGEST_TASK_S = max(
+    VALIDATION_TIME_LIMIT_S, RUN_TIME_LIMIT_S, REGRADE_TIME_LIMIT_S, BASELINE_TIME_LIMIT_S
+)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _LONGEST_TASK_S + 600}
 # A running run's worker touches Run.heartbeat this often; a run silent for RUN_STALE_AFTER_S
 # lost its worker and is re-queued (at most RUN_MAX_ATTEMPTS attempts) or failed.
 RUN_STALE_AFTER_S = _env_int("KERNELARENA_RUN_STALE_AFTER_S", 90)
@@ -215,6 +240,11 @@ PROBLEM_MAX_BYTES = MAX_SOURCE_BYTES  # the source checks' own limit
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 RUNS_PER_HOUR = _env_int("KERNELARENA_RUNS_PER_HOUR", 30)
+# Fair shares of the workers: how much work one person may have waiting or in progress at once
+# (queued + running runs, submissions included; problems pending or validating). Suite
+# evaluations and imports, the operator's, are not counted.
+ACTIVE_RUNS_PER_USER = _env_int("KERNELARENA_ACTIVE_RUNS_PER_USER", 3)
+PENDING_VALIDATIONS_PER_USER = _env_int("KERNELARENA_PENDING_VALIDATIONS_PER_USER", 3)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -1,11 +1,11 @@
 """Keeps the processes of the one-command run (webapp/serve.py) alive, and stops them together.
 
-A service marked `restarts` (the Celery worker) that dies is started again after a back-off
+A service marked `restarts` (a Celery worker) that dies is started again after a back-off
 (1 s, 2 s, 4 s ... at most 30 s; back to 1 s once it stayed up a minute), and the log says how
 it died. The others (the web server, the broker) are the stack itself: when one of them dies
 the whole stack stops with a message and exit status 1, for whatever runs it (a terminal,
-systemd, Docker's restart policy) to see. SIGINT and SIGTERM stop every service, the worker
-first (it still needs the broker to hand back its task), and wait for each.
+systemd, Docker's restart policy) to see. SIGINT and SIGTERM stop every service, the workers
+first (they still need the broker to hand back their tasks), and wait for each.
 """
 
 from __future__ import annotations

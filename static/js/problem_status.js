@@ -1,5 +1,6 @@
 // While a problem is pending or validating, ask the API for its status every 2 s and reload the
-// page once it changes (the session cookie authenticates the GET).
+// page once it changes (the session cookie authenticates the GET); meanwhile keep its place in
+// the validation queue up to date.
 (function () {
   "use strict";
   var badge = document.getElementById("problem-status");
@@ -24,6 +25,8 @@
           window.location.reload();
           return;
         }
+        var position = document.querySelector('[data-field="queue-position"] strong');
+        if (position && problem.queue_position) position.textContent = problem.queue_position;
         setTimeout(poll, 2000);
       })
       .catch(function () {

@@ -280,6 +280,9 @@
     if (event.kind === "status") {
       if (p.state === "claimed") {
         setStatus("running");
+        setField("queue", "taken by a worker");
+        var limit = field("time-limit");
+        if (limit) limit.textContent = limit.textContent.replace(" once it starts", "");
         if (!state.started) {
           state.started = parseDate(event.at);
           if (state.started) setField("started", state.started.toISOString().slice(0, 19).replace("T", " ") + " UTC");

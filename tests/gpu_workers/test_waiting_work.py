@@ -1,6 +1,7 @@
 """gpu_workers.waiting_work: what the database says is waiting goes to the workers again when a
 worker starts (its task may have gone with the broker), each item once per start and only after
-the transaction commits; finished work, other GPU types and failed baselines stay as they are."""
+the transaction commits, and only the kinds of work its queues carry; finished work, other GPU
+types and failed baselines stay as they are."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from webapp.leaderboard.models import Grade
 from webapp.problems.models import ProblemStatus
 from webapp.runs.models import Candidate, RunStatus
 from webapp.suites.models import Baseline
+from webapp.work_kinds import served
+
+EVERY_KIND_ON_CPU = served(["gpu.cpu.validate", "gpu.cpu.run", "gpu.cpu.grade"])
 
 
 @pytest.fixture
@@ -44,7 +48,7 @@ def test_every_kind_of_waiting_work_is_sent_again_once(
     )
 
     with django_capture_on_commit_callbacks(execute=True):
-        counts = resend_waiting_work(["cpu"])
+        counts = resend_waiting_work(EVERY_KIND_ON_CPU)
         assert sent == {"runs": [], "problems": [], "baselines": [], "grades": []}
 
     assert counts == {"runs": 1, "problems": 1, "baselines": 1, "grades": 1}
@@ -75,7 +79,39 @@ def test_finished_failed_and_foreign_work_is_left_alone(
     elsewhere.save()
 
     with django_capture_on_commit_callbacks(execute=True):
-        counts = resend_waiting_work(["cpu"])
+        counts = resend_waiting_work(EVERY_KIND_ON_CPU)
 
     assert counts == {"runs": 0, "problems": 0, "baselines": 0, "grades": 0}
     assert sent == {"runs": [], "problems": [], "baselines": [], "grades": []}
+
+
+@pytest.mark.parametrize(
+    ("queues", "expected"),
+    [
+        (["gpu.cpu.run"], {"runs": 1, "problems": 0, "baselines": 0, "grades": 0}),
+        (["gpu.cpu.validate"], {"runs": 0, "problems": 1, "baselines": 0, "grades": 0}),
+        (["gpu.cpu.grade"], {"runs": 0, "problems": 0, "baselines": 1, "grades": 0}),
+        (["gpu.h100.run", "gpu.h100.validate"], {"runs": 0, "problems": 0, "baselines": 0,
+                                                 "grades": 0}),
+    ],
+)  # fmt: skip
+def test_a_worker_sends_again_only_the_kinds_of_work_its_queues_carry(
+    alice, relu_scale, sent, django_capture_on_commit_callbacks, queues, expected
+):
+    """A run worker's start must not send validations again: each would be validated twice."""
+    valid = make_problem(alice, relu_scale)
+    make_problem(alice, problem_source("row_sum"), valid=False)
+    make_run(alice, valid)
+    Baseline.objects.create(
+        problem=valid, gpu_type="cpu", protocol="loose", requested=timezone.now()
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert resend_waiting_work(served(queues)) == expected
+
+
+def test_queue_names_say_kind_and_gpu_type():
+    assert served(["gpu.cpu.run", "gpu.rtx-4090.run", "gpu.h100.validate", "web", "gpu.x"]) == {
+        "validate": ["h100"],
+        "run": ["cpu", "rtx-4090"],
+        "grade": [],
+    }

@@ -36,7 +36,7 @@ from django.contrib.auth.models import User  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from tests.conftest import problem_source  # noqa: E402
-from tests.webapp.live_stack import LiveStack  # noqa: E402
+from tests.webapp.live_stack import CPU_QUEUES, LiveStack  # noqa: E402
 from webapp.accounts.tokens import issue_token  # noqa: E402
 from webapp.problems.models import Problem, ProblemStatus, Visibility  # noqa: E402
 from webapp.runs.models import Run  # noqa: E402
@@ -59,7 +59,7 @@ def stack(redis_server, tmp_path):
     """The whole product as processes (live_stack.py): the web server and one worker."""
     import redis
 
-    redis.Redis.from_url(redis_server).delete("gpu.cpu")  # nothing left from an earlier session
+    redis.Redis.from_url(redis_server).delete(*CPU_QUEUES)  # nothing left from an earlier session
     live = LiveStack(tmp_path).start()
     yield live
     live.stop()

@@ -21,6 +21,8 @@ from django.db import connection
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_SCRIPT = REPO / "agent" / "configs" / "scripts" / "relu_scale_cpu.json"
+ALL_KINDS = ("validate", "run", "grade")
+CPU_QUEUES = tuple(f"gpu.cpu.{kind}" for kind in ALL_KINDS)
 
 
 def database_url() -> str:
@@ -112,9 +114,12 @@ class LiveStack:
         return [sys.executable, "-m", "uvicorn", "webapp.asgi:application",
                 "--port", str(self.port), *self.web_options]  # fmt: skip
 
-    def start_worker(self, name: str) -> None:
+    def start_worker(self, name: str, kinds: tuple[str, ...] = ALL_KINDS) -> None:
+        """A worker on the cpu queues of these kinds of work (webapp/work_kinds.py): all of
+        them by default, as one process; `make run` starts one per kind."""
+        queues = ",".join(f"gpu.cpu.{kind}" for kind in kinds)
         command = [sys.executable, "-m", "celery", "-A", "webapp.celery", "worker", "-l", "info",
-                   "-Q", "gpu.cpu", "--concurrency", "1", "--hostname", f"{name}@%h"]  # fmt: skip
+                   "-Q", queues, "--concurrency", "1", "--hostname", f"{name}@%h"]  # fmt: skip
         self.spawn(name, command)
 
     def spawn(self, name: str, command: list[str]) -> None:

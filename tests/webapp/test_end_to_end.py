@@ -1,6 +1,7 @@
 """The product end to end, as separate processes: upload through the REST API, validation and an
 agent run on a real Celery worker, the live trace over a real websocket, the bundle built and
-verified on its own; and a run that survives its worker being killed."""
+verified on its own; a run that survives its worker being killed; and a run that a hanging
+validation does not hold up."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import json
 import subprocess
 import sys
 import zipfile
+from datetime import datetime, timedelta
 
 import pytest
 from websockets.sync.client import connect
 
+from tests.conftest import problem_source
 from tests.webapp.conftest import make_problem
-from tests.webapp.live_stack import LiveStack
+from tests.webapp.live_stack import CPU_QUEUES, LiveStack
 from webapp.accounts.tokens import issue_token
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -113,11 +116,54 @@ def test_a_run_queued_while_the_broker_lost_its_tasks_still_runs(redis_server, t
         status, run = stack.api("POST", "/api/runs", token, body)
         assert status == 201, run
         broker = redis.Redis.from_url(redis_server)
-        stack.wait_for(lambda: broker.llen("gpu.cpu") or None, 30, "the task in the broker")
-        broker.delete("gpu.cpu")  # lost with the host
+        stack.wait_for(lambda: broker.llen("gpu.cpu.run") or None, 30, "the task in the broker")
+        broker.delete("gpu.cpu.run")  # lost with the host
         stack.start_worker("worker-1")
 
         events = watch(stack, run["id"], token)
         assert events[-1]["payload"]["run_status"] == "succeeded", stack.logs()
     finally:
         stack.stop()
+
+
+def test_a_hanging_validation_never_delays_a_run(redis_server, alice, relu_scale, tmp_path):
+    """Validation and runs have workers of their own (webapp/work_kinds.py): while a problem
+    that hangs holds the validation worker, a run on another problem starts and ends; then the
+    validation stops at its time limit and the problem is rejected saying so."""
+    import redis
+
+    redis.Redis.from_url(redis_server).delete(*CPU_QUEUES)
+    stack = LiveStack(tmp_path)
+    stack.env["KERNELARENA_VALIDATION_TIME_LIMIT_S"] = "30"
+    stack.start_web()
+    stack.start_worker("validator", ("validate",))
+    stack.start_worker("runner", ("run", "grade"))
+    try:
+        _, token = issue_token(alice)
+        body = {"source": problem_source("hangs_in_forward")}
+        status, hanging = stack.api("POST", "/api/problems", token, body)
+        assert status == 201, hanging
+
+        def validating() -> bool:
+            return stack.api("GET", f"/api/problems/{hanging['id']}", token)[1]["status"] == (
+                "validating"
+            )
+
+        stack.wait_for(validating, 120, "the hanging problem's validation to start")
+        run = stack.start_run(token, make_problem(alice, relu_scale).pk, "scripted-demo")
+        events = watch(stack, run["id"], token)
+        assert events[-1]["payload"]["run_status"] == "succeeded", stack.logs()
+        run = stack.api("GET", f"/api/runs/{run['id']}", token)[1]
+        problem = stack.wait_for(
+            lambda: _settled(stack.api("GET", f"/api/problems/{hanging['id']}", token)[1]),
+            120,
+            "the validation to stop at its limit",
+        )
+    finally:
+        stack.stop()
+    assert problem["status"] == "rejected"
+    assert problem["reasons"] == ["the validation did not finish within its time limit of 30 s"]
+    # The run was taken while the validation hung: it did not wait for the validation's limit.
+    started = datetime.fromisoformat(run["started"])
+    stopped = datetime.fromisoformat(problem["validation_started"]) + timedelta(seconds=30)
+    assert started < stopped, (run, problem)

@@ -45,6 +45,11 @@ def deploy_warnings(**env: str) -> set[str]:
         ({"KERNELARENA_HTTPS": "sure"}, "KERNELARENA_HTTPS='sure': use 1 or 0"),
         ({"ALLOWED_HOSTS": "a,,b"}, "ALLOWED_HOSTS='a,,b'"),
         ({"DATABASE_URL": "nosuchdb://x"}, "DATABASE_URL is not a database URL"),
+        (
+            {"KERNELARENA_VALIDATION_TIME_LIMIT_S": "half an hour"},
+            "KERNELARENA_VALIDATION_TIME_LIMIT_S='half an hour': give a whole number, 1 or more",
+        ),
+        ({"KERNELARENA_ACTIVE_RUNS_PER_USER": "0"}, "KERNELARENA_ACTIVE_RUNS_PER_USER='0'"),
     ],
 )
 def test_it_refuses_bad_values(env, message):
@@ -97,3 +102,10 @@ def test_check_deploy_finds_nothing_left_to_address_behind_https():
 )
 def test_check_deploy_reports_what_is_wrong(change, warning):
     assert warning in deploy_warnings(**{**DEPLOYED, **change})
+
+
+def test_the_broker_waits_longer_than_the_longest_task_may_run():
+    """An unacknowledged task is handed out again after the visibility timeout: it must not be
+    while its first worker may still be at it, whichever kind's limit is the longest."""
+    env = {"KERNELARENA_VALIDATION_TIME_LIMIT_S": "9000", "KERNELARENA_RUN_TIME_LIMIT_S": "60"}
+    assert setting("CELERY_BROKER_TRANSPORT_OPTIONS", **env) == "{'visibility_timeout': 9600}"

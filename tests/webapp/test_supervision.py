@@ -27,6 +27,7 @@ from webapp.supervisor import Backoff
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 CELERY_WORKER = "celery -A webapp.celery worker"
+RUN_WORKER = "-Q gpu.cpu.run "
 
 
 def test_a_killed_worker_is_restarted_and_its_run_ends_exactly_once(alice, relu_scale, tmp_path):
@@ -36,16 +37,19 @@ def test_a_killed_worker_is_restarted_and_its_run_ends_exactly_once(alice, relu_
         _, token = issue_token(alice)
         run = stack.start_run(token, problem.pk, "scripted-slow")
         stack.wait_for(lambda: len(_events(stack, run["id"], token)) >= 4, 120, "the run to work")
-        (worker,) = stack.serve_children(CELERY_WORKER)
+        (worker,) = stack.serve_children(RUN_WORKER)
+        others = stack.serve_children(CELERY_WORKER)
         os.kill(worker.pid, signal.SIGKILL)  # the main process only, as the tester did
 
         def replaced() -> bool:
             assert stack.answers(), "the web server stopped answering when its worker died"
-            return any(w != worker for w in stack.serve_children(CELERY_WORKER))
+            return any(w != worker for w in stack.serve_children(RUN_WORKER))
 
         stack.wait_for(replaced, 60, "a new worker")
         ended = stack.wait_for(lambda: _ended(stack, run["id"], token), 180, "the run's end")
         events = _events(stack, run["id"], token)
+        survivors = [w for w in others if w != worker]
+        lived_on = still_running(survivors)
     finally:
         stack.stop()
 
@@ -54,8 +58,10 @@ def test_a_killed_worker_is_restarted_and_its_run_ends_exactly_once(alice, relu_
     states = [e["payload"]["state"] for e in events if e["kind"] == "status"]
     assert "requeued" in states, stack.logs()  # killed mid-run, re-queued by the reaper
     assert states.count("ended") == 1, states
-    restarted = f"worker (pid {worker.pid}) killed by SIGKILL; restarting it in 1 s"
+    restarted = f"run worker (pid {worker.pid}) killed by SIGKILL; restarting it in 1 s"
     assert restarted in (tmp_path / "serve.log").read_text()
+    # The validation and re-grade workers lived on: each kind of work has a worker of its own.
+    assert len(survivors) == 2 and lived_on == survivors, stack.logs()
 
 
 def _events(stack: LiveStack, run_id: int, token: str) -> list[dict]:
@@ -89,7 +95,8 @@ def test_stopped_stacks_leave_nothing_behind_and_never_share_a_broker(tmp_path):
         assert len(set(sockets)) == 3, "stacks in one checkout share a broker"
         assert all(embedded_redis.is_up(socket) for socket in sockets)
         started = [descendants(stack.processes["serve"].pid) for stack in stacks]
-        assert all(CELERY_WORKER in " ".join(p.command for p in ps) for ps in started)
+        for kind in ("validate", "run", "grade"):  # a worker per kind of work, in every stack
+            assert all(f"-Q gpu.cpu.{kind} " in " ".join(p.command for p in ps) for ps in started)
 
         first.processes["serve"].send_signal(signal.SIGTERM)
         assert first.processes["serve"].wait(timeout=60) == 0, first.logs()

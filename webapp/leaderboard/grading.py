@@ -1,8 +1,9 @@
 """Handing a finished run to the re-grade (gpu_workers.regrade) and reading where it stands.
 
 `enqueue_regrade` creates the run's pending Grade and, once the transaction commits, sends the
-run to its GPU type's queue (webapp.dispatch). Only a run whose best
-candidate verified is graded: a run without one has nothing to count.
+run to its GPU type's grade queue (webapp.dispatch). Only a run whose best
+candidate verified is graded: a run without one has nothing to count. Grade.queue_position says how
+many pending re-grades of that GPU type are before one.
 """
 
 from __future__ import annotations

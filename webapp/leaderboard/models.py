@@ -58,3 +58,14 @@ class Grade(models.Model):
 
     def __str__(self) -> str:
         return f"grade of run {self.run_id}: {self.status}"
+
+    def queue_position(self) -> int | None:
+        """1 for the next re-grade a grade worker of the run's GPU type takes; None unless
+        pending. From the database: the pending grades of that GPU type made before it (baselines
+        share the grade worker but are the operator's, and are not counted)."""
+        if self.status != GradeStatus.PENDING:
+            return None
+        earlier = Grade.objects.filter(
+            status=GradeStatus.PENDING, run__gpu_type=self.run.gpu_type, pk__lt=self.pk
+        )
+        return earlier.count() + 1

@@ -26,6 +26,12 @@ class ProblemQuerySet(models.QuerySet):
             return self.filter(visibility=Visibility.PUBLIC)
         return self.filter(Q(visibility=Visibility.PUBLIC) | Q(owner=user))
 
+    def filtered(self, user, status: str | None = None, mine: bool = False) -> ProblemQuerySet:
+        """The list's filters (the problem list page and GET /api/problems): a state, and only
+        the user's own."""
+        problems = self.filter(status=status) if status is not None else self
+        return problems.filter(owner=user) if mine and user.is_authenticated else problems
+
 
 class Problem(models.Model):
     """An op in KernelBench format. Untrusted code: it only ever runs in a worker's sandbox."""
@@ -49,6 +55,8 @@ class Problem(models.Model):
     # The speed-of-light floor on the validating GPU type: max(FLOPs / peak, bytes / bandwidth).
     sol_ms = models.FloatField(null=True, blank=True)
     validated_on = models.CharField(max_length=40, blank=True)  # the GPU type, e.g. "h100", "cpu"
+    # When a worker last started validating it: its time limit counts from here.
+    validation_started = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -59,6 +67,8 @@ class Problem(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["owner", "sha256"], name="problem_unique_per_owner")
         ]
+        # The validation queue's positions count the pending problems.
+        indexes = [models.Index(fields=["status"], name="problem_status")]
 
     def __str__(self) -> str:
         return self.title
@@ -74,3 +84,12 @@ class Problem(models.Model):
         return self.visibility == Visibility.PUBLIC or (
             user.is_authenticated and self.owner_id == user.pk
         )
+
+    def queue_position(self) -> int | None:
+        """1 for the next problem a validation worker takes, 2 for the one after; None unless
+        pending. From the database: the pending problems sent before it (every problem is
+        validated on one GPU type, so they share one queue)."""
+        if self.status != ProblemStatus.PENDING:
+            return None
+        earlier = Problem.objects.filter(status=ProblemStatus.PENDING, pk__lt=self.pk)
+        return earlier.exclude(source="").count() + 1

@@ -5,6 +5,8 @@ from typing import Literal
 
 from ninja import Field, Schema
 
+from webapp.work_kinds import VALIDATE
+
 
 class ProblemIn(Schema):
     title: str = Field("", max_length=200)
@@ -32,6 +34,24 @@ class ProblemOut(ProblemSummaryOut):
     sol_ms: float | None
     validated_on: str
     updated: datetime
+    validation_started: datetime | None = Field(
+        None,
+        description="when a worker last started validating it; its time limit counts from here",
+    )
+    validation_time_limit_s: int = Field(
+        0, description="a validation still running this long after it started is stopped"
+    )
+    queue_position: int | None = Field(
+        None, description="while pending: 1 for the next problem a validation worker takes"
+    )
+
+    @staticmethod
+    def resolve_validation_time_limit_s(problem) -> int:
+        return VALIDATE.time_limit_s
+
+    @staticmethod
+    def resolve_queue_position(problem) -> int | None:
+        return problem.queue_position()
 
 
 class SubmissionIn(Schema):

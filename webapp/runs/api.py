@@ -5,15 +5,23 @@ from datetime import datetime
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 
-from webapp.api_params import SEQ_MAX, PageParams, RowId, Seq, id_filter
+from webapp.api_params import SEQ_MAX, PageParams, RowId, Seq, id_filter, refuse_unknown_params
 from webapp.errors import ErrorOut, error
 from webapp.problems.models import Problem
 from webapp.problems.schemas import SubmissionIn
 from webapp.runs import model_keys
 from webapp.runs.bundle import bundle_response
 from webapp.runs.lifecycle import cancel_run, start_run, start_submission
-from webapp.runs.models import Candidate, Run
-from webapp.runs.schemas import CandidateOut, CandidateSummaryOut, RunIn, RunOut, TraceEventOut
+from webapp.runs.models import Candidate, Run, RunStatus
+from webapp.runs.run_filters import RunFilters, filtered_runs
+from webapp.runs.schemas import (
+    CandidateOut,
+    CandidateSummaryOut,
+    RunDetailOut,
+    RunIn,
+    RunOut,
+    TraceEventOut,
+)
 from webapp.runs.trace import events_after
 
 router = Router(tags=["runs"])
@@ -39,7 +47,17 @@ READS_A_RUN = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
 
 
 class ListParams(PageParams):
+    """Filters of GET /api/runs; each value is checked (422 with the accepted values)."""
+
     problem: int | None = id_filter("only the runs on this problem")
+    status: RunStatus | None = Field(None, description="only runs in this state")
+    agent: str | None = Field(
+        None, min_length=1, max_length=100, description="only runs of this agent configuration"
+    )
+    gpu_type: str | None = Field(
+        None, min_length=1, max_length=40, description="only runs on this GPU type"
+    )
+    mine: bool = Field(False, description="only your own runs")
 
 
 class EventParams(Schema):
@@ -79,15 +97,25 @@ def create_run(request: HttpRequest, body: RunIn):
 
 @router.get("", response={200: list[RunOut], 401: ErrorOut, 422: ErrorOut})
 def list_runs(request: HttpRequest, params: Query[ListParams]):
-    """Your runs and runs on public problems, newest first; `problem` filters by problem id."""
-    runs = Run.objects.visible_to(request.user).select_related("owner", "best_candidate")
-    if params.problem is not None:
-        runs = runs.filter(problem_id=params.problem)
+    """Your runs and runs on public problems, newest first, narrowed by `status`, `agent`,
+    `gpu_type`, `problem` and `mine`. A status, agent or GPU type that names nothing, or a
+    parameter this list does not take, is a 422 that lists the accepted ones."""
+    refuse_unknown_params(request, params)
+    visible = Run.objects.visible_to(request.user).select_related("owner", "best_candidate")
+    filters = RunFilters(
+        status=params.status,
+        agent=params.agent,
+        gpu_type=params.gpu_type,
+        problem=params.problem,
+        mine=params.mine,
+    )
+    runs = filtered_runs(visible, request.user, filters)
     return runs[params.offset : params.offset + params.limit]
 
 
-@router.get("/{run_id}", response={200: RunOut, **READS_A_RUN})
+@router.get("/{run_id}", response={200: RunDetailOut, **READS_A_RUN})
 def get_run(request: HttpRequest, run_id: RowId):
+    """The run, with its time limit and, while queued, its place in its GPU type's queue."""
     run = _visible_run(request, run_id)
     return run if run is not None else _not_found(run_id)
 

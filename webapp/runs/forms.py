@@ -80,3 +80,28 @@ class SubmissionForm(forms.Form):
         """Every chosen file, model_new.py's first."""
         model_new = self.cleaned_data.get("model_new")
         return ([model_new] if model_new else []) + list(self.cleaned_data.get("kernels") or [])
+
+
+class RunFilterForm(forms.Form):
+    """My runs' filters, read from the query string. The values are checked by
+    run_filters.filtered_runs (BadRunOption lists what exists), as the API's are; the fields
+    offer the values the person's runs have as selects, "any" first."""
+
+    status = forms.CharField(max_length=12, required=False)
+    agent = forms.CharField(max_length=100, required=False)
+    gpu_type = forms.CharField(max_length=40, required=False, label="GPU type")
+    problem = forms.IntegerField(min_value=1, required=False)
+
+    def __init__(self, *args, statuses=(), agents=(), gpu_types=(), problems=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        offered = {"status": statuses, "agent": agents, "gpu_type": gpu_types}
+        for name, values in offered.items():
+            self.fields[name].widget = forms.Select(
+                choices=[("", "any"), *((v, v) for v in values)]
+            )
+        problem_choices = [(p.pk, f"#{p.pk} {p.title}") for p in problems]
+        self.fields["problem"].widget = forms.Select(choices=[("", "any"), *problem_choices])
+
+    def filters(self) -> dict:
+        """The chosen filters, without the empty ones (RunFilters' keywords)."""
+        return {name: value for name, value in self.cleaned_data.items() if value not in ("", None)}

@@ -1,10 +1,11 @@
 """A run's life: created and queued, claimed by a worker (Run.claim), cancelled by its owner.
 gpu_workers.agent_run drives a claimed run; webapp.runs.recovery re-queues one whose worker died.
 An agent's run starts with start_run, a person's own kernel with start_submission (its files
-checked by webapp.runs.submission); both count against the same hourly limit.
+checked by webapp.runs.submission); both count against the same hourly limit and the same
+limit of runs queued or running at once per person.
 
-`enqueue_run` sends the run to its GPU type's queue once the current transaction commits
-(webapp.dispatch).
+`enqueue_run` sends the run to its GPU type's run queue once the current transaction commits
+(webapp.dispatch); Run.queue_position says how many queued runs of that GPU type are before it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.utils import timezone
 
 from gpu_workers.harness.vocabulary import SUBMISSION_AGENT
 from webapp.dispatch import send_after_commit
-from webapp.errors import Conflict, TooManyRequests, Unprocessable
+from webapp.errors import Conflict, TooManyRequests, Unprocessable, unknown_value
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import agent_readiness, choices
 from webapp.runs.models import ACTIVE, Run, RunKind, RunStatus
@@ -35,13 +36,17 @@ class RateLimited(RunRefused, TooManyRequests):
     """Too many runs started in the last hour (HTTP 429)."""
 
 
+class TooManyActive(RunRefused, TooManyRequests):
+    """As many runs queued or running as one person may have at once (HTTP 429)."""
+
+
 class BadRunOption(Unprocessable):
     """An unknown agent, GPU type or protocol (HTTP 422); the message lists the known ones."""
 
 
 def check_option(kind: str, value: str, known: list[str]) -> None:
     if value not in known:
-        raise BadRunOption(f"unknown {kind} {value!r}: use one of {', '.join(known)}")
+        raise BadRunOption(unknown_value(kind, value, known))
 
 
 def start_run(owner, problem: Problem, agent: str, gpu_type: str, protocol: str) -> Run:
@@ -96,9 +101,10 @@ def _create_run(owner, **fields) -> Run:
     """The run, created under the owner's hourly limit and queued once the transaction commits."""
     with transaction.atomic():
         # One user's run creations queue on their row, so simultaneous requests cannot all
-        # slip under the hourly limit.
+        # slip under the hourly limit or the limit of active runs.
         get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
         _check_rate(owner)
+        _check_active(owner)
         run = Run.objects.create(owner=owner, **fields)
         enqueue_run(run)
     return run
@@ -116,6 +122,16 @@ def _check_rate(owner) -> None:
         raise RateLimited(
             f"you started {count} runs in the last hour and the limit is {limit}: "
             f"try again in {wait} minute{'s' if wait > 1 else ''}"
+        )
+
+
+def _check_active(owner) -> None:
+    active = Run.objects.filter(owner=owner, status__in=ACTIVE).count()
+    limit = settings.ACTIVE_RUNS_PER_USER
+    if active >= limit:
+        raise TooManyActive(
+            f"you have {active} run{'s' if active != 1 else ''} queued or running and the limit "
+            f"is {limit}: start this one once one of them has ended, or cancel one (My runs)"
         )
 
 

@@ -84,6 +84,16 @@ class Run(models.Model):
             user.is_authenticated and self.owner_id == user.pk
         )
 
+    def queue_position(self) -> int | None:
+        """1 for the next run a worker of its GPU type takes, 2 for the one after; None unless
+        queued. From the database: the queued runs of that GPU type created before it."""
+        if self.status != RunStatus.QUEUED or self.imported_from:
+            return None
+        earlier = Run.objects.filter(
+            status=RunStatus.QUEUED, gpu_type=self.gpu_type, pk__lt=self.pk
+        )
+        return earlier.filter(imported_from="").count() + 1
+
     def claim(self, worker: str = "") -> bool:
         """Move a queued run to running for this worker. False when another worker got there
         first (or the run was cancelled): the conditional update matched no row."""

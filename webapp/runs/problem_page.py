@@ -8,13 +8,16 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from webapp.durations import duration
 from webapp.errors import RequestRefused, refuse_on_form
 from webapp.highlight import highlight
+from webapp.problems import validation
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import lifecycle
 from webapp.runs.forms import OptimizeForm, SubmissionForm
 from webapp.runs.models import Run
 from webapp.runs.submission import MAX_FILE_BYTES, MAX_FILES, files_from_uploads
+from webapp.work_kinds import VALIDATE
 
 # While a problem is in these states its page polls the API and reloads when the state moves.
 IN_PROGRESS = (ProblemStatus.PENDING, ProblemStatus.VALIDATING)
@@ -89,6 +92,7 @@ def _render_detail(
         "bytes_moved": _count(problem.bytes_moved),
         "source_html": highlight(problem.source, "model.py"),
         "in_progress": problem.status in IN_PROGRESS,
+        "validation": _validation_progress(problem),
         "intensity": intensity,
         "runs": runs[:100],
         "form": form or OptimizeForm(),
@@ -97,6 +101,17 @@ def _render_detail(
         "max_files": MAX_FILES,
     }
     return render(request, "problems/detail.html", context, status=status)
+
+
+def _validation_progress(problem: Problem) -> dict:
+    """While it waits or runs: the validation's time limit, its place in the queue (pending)
+    or how long it has run (validating)."""
+    elapsed = validation.validation_elapsed_s(problem)
+    return {
+        "limit": VALIDATE.limit_text(),
+        "position": problem.queue_position(),
+        "elapsed": None if elapsed is None else duration(elapsed),
+    }
 
 
 def _count(value: int | None) -> str:

@@ -5,6 +5,8 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from webapp.work_kinds import RUN
+
 
 class RunIn(Schema):
     problem_id: int
@@ -39,6 +41,25 @@ class RunOut(Schema):
     @staticmethod
     def resolve_best_candidate(run) -> int | None:
         return run.best_candidate.seq if run.best_candidate_id else None
+
+
+class RunDetailOut(RunOut):
+    """One run, with where it stands in its GPU type's run queue."""
+
+    time_limit_s: int = Field(
+        0, description="a run still running this long after it started is stopped"
+    )
+    queue_position: int | None = Field(
+        None, description="while queued: 1 for the next run a worker of its GPU type takes"
+    )
+
+    @staticmethod
+    def resolve_time_limit_s(run) -> int:
+        return RUN.time_limit_s
+
+    @staticmethod
+    def resolve_queue_position(run) -> int | None:
+        return run.queue_position()
 
 
 class TraceEventOut(Schema):

@@ -1,5 +1,6 @@
-"""The run pages: the live run (its trace is drawn by static/js/run_trace.js), a candidate's
-verdict, sources and diff, cancelling, and bundle downloads."""
+"""The run pages: My runs (the signed-in person's runs, filtered), the live run (its trace is
+drawn by static/js/run_trace.js), a candidate's verdict, sources and diff, cancelling, and bundle
+downloads."""
 
 from __future__ import annotations
 
@@ -10,15 +11,23 @@ import re
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from webapp.durations import duration
+from webapp.errors import RequestRefused, refuse_on_form
 from webapp.highlight import highlight
-from webapp.runs import lifecycle
+from webapp.problems.models import Problem
+from webapp.runs import lifecycle, run_filters
 from webapp.runs.bundle import bundle_response
-from webapp.runs.models import ACTIVE, Candidate, EventKind, Run, TraceEvent
+from webapp.runs.forms import RunFilterForm
+from webapp.runs.models import ACTIVE, Candidate, EventKind, Run, RunStatus, TraceEvent
+from webapp.work_kinds import GRADE, RUN
+
+MY_RUNS_PER_PAGE = 25
 
 
 def _visible_run(request: HttpRequest, run_id: int) -> Run:
@@ -36,6 +45,35 @@ def _candidate(run: Run, seq: int) -> Candidate:
     return candidate
 
 
+@login_required
+def my_runs(request: HttpRequest) -> HttpResponse:
+    """The person's own runs, newest first, filtered by status, agent, GPU type and problem;
+    a filter value that names nothing is shown on the form (422), never ignored."""
+    mine = Run.objects.filter(owner=request.user)
+    form = RunFilterForm(
+        request.GET,
+        statuses=RunStatus.values,
+        agents=run_filters.agents_of(mine),
+        gpu_types=run_filters.gpu_types_of(mine),
+        problems=Problem.objects.filter(runs__owner=request.user).distinct().only("title"),
+    )
+    runs, status = Run.objects.none(), 422
+    if form.is_valid():
+        filters = run_filters.RunFilters(**form.filters())
+        try:
+            runs, status = run_filters.filtered_runs(mine, request.user, filters), 200
+        except RequestRefused as refusal:
+            status = refuse_on_form(form, refusal)
+    runs = runs.select_related("problem").defer("problem__source", "submitted_sources")
+    page = Paginator(runs, MY_RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    for run in page:
+        seconds = _elapsed(run)
+        run.elapsed_text = "" if seconds is None else duration(seconds)
+    filtered = any(form.data.get(name) for name in form.fields)
+    context = {"page": page, "form": form, "filtered": filtered}
+    return render(request, "runs/mine.html", context, status=status)
+
+
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _visible_run(request, run_id)
     candidates = run.candidates.defer("sources").order_by("seq")
@@ -47,6 +85,9 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "progress": _last_progress(run),
         "candidates": [_candidate_row(c) for c in candidates],
         "has_bundle": run.best_candidate is not None and run.best_candidate.verified,
+        "time_limit": RUN.limit_text(),
+        "queue_position": run.queue_position(),
+        "regrade_limit": GRADE.limit_text(),
     }
     return render(request, "runs/detail.html", context)
 

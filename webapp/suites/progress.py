@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.db.models import F, Max, Min, Q
 
+from webapp.durations import duration
 from webapp.problems.models import ProblemStatus
 from webapp.suites.models import Baseline, Suite
 
@@ -35,12 +36,8 @@ class Progress:
             text += f", {self.failed} failed"
         seconds = self.seconds_left()
         if seconds is not None:
-            text += f", about {_duration(seconds)} left"
+            text += f", about {duration(seconds)} left"
         return text
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def validation(suite: Suite) -> Progress:

@@ -16,8 +16,10 @@ from webapp.runs.models import Run
 
 
 @pytest.fixture(autouse=True)
-def no_workers(monkeypatch):
+def no_workers(monkeypatch, settings):
     monkeypatch.setitem(dispatch.SENDERS, "run_agent", lambda *args: None)
+    # Runs stay queued here: only the hourly limit is tested (test_active_limits.py has the other).
+    settings.ACTIVE_RUNS_PER_USER = 100
 
 
 def start(client, problem_id: int):
