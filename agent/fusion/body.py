@@ -124,6 +124,14 @@ class Body:
                 stack += list(node.args)
         return [n for n in self.nodes if n.id in seen and n.level == "row"]
 
+    def reads(self) -> list[str]:
+        """The buffers the kernel loads, each once, in first-use order."""
+        return list(dict.fromkeys(n.buffer for n in self.nodes if n.kind == "load"))
+
+    def writes(self) -> list[str]:
+        """The buffers the kernel writes, each once, in output order."""
+        return list(dict.fromkeys(o.buffer for o in self.outputs))
+
     def elem_outputs(self) -> list[Output]:
         return [o for o in self.outputs if o.level == "elem"]
 
@@ -147,6 +155,12 @@ def row_passes(body: Body) -> list[tuple[str, list[BNode], list[int]]]:
 
 def buffer_name(ref: Ref, names: dict[tuple[str, str], str]) -> str:
     return names[(ref.kind, ref.name)]
+
+
+def gemm_operands(plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]) -> tuple[str, str]:
+    """The buffers of a GEMM kernel's A and B (through reshape/identity aliases)."""
+    g = kernel.gemm
+    return buffer_name(plan.resolve(g.a), names), buffer_name(plan.resolve(g.b), names)
 
 
 class _Lowering:

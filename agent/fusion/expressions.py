@@ -158,3 +158,20 @@ def reduce_init(op: str) -> str:
 
 def reduce_combine(op: str, acc: str, value: str) -> str:
     return REDUCE_COMBINE[op].format(a=acc, b=value)
+
+
+def statements(nodes, ref, indent: str, dialect: str, prefix: str = "e") -> list[str]:
+    """`const float <prefix><id> = <expr>;` for every op node of `nodes` (body nodes, in order),
+    `ref(id)` naming each operand as the generator stores it."""
+    lines = []
+    for n in nodes:
+        if n.kind == "op":
+            expr = pointwise(n.op, n.attrs, [ref(a) for a in n.args], dialect)
+            lines.append(f"{indent}const float {prefix}{n.id} = {expr};")
+    return lines
+
+
+def row_statements(body, depth: int, ref, indent: str, dialect: str) -> list[str]:
+    """The row-level ops known once `depth` reductions have finished, as `s<id>` values."""
+    nodes = [n for n in body.nodes if n.kind == "op" and n.level == "row" and n.depth == depth]
+    return statements(nodes, ref, indent, dialect, prefix="s")

@@ -1,0 +1,80 @@
+"""C++ row kernels: OpenMP over rows (`rows_per_task` a task), one simd sweep per reduction depth
+with `reduction(+/max/min)`, then the sweep that writes the element outputs.
+"""
+
+from __future__ import annotations
+
+from agent.fusion import expressions
+from agent.fusion.body import lower_kernel, row_passes
+from agent.fusion.cpu.prelude import c_params
+from agent.fusion.cpu.row_access import RowAccess
+from agent.fusion.plan import Kernel, Plan
+from agent.fusion.program import KernelSource, Param
+
+
+def row_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
+    body = lower_kernel(plan, kernel, names)
+    ns = kernel.name
+    rows = RowAccess(body, kernel.rows, kernel.cols)
+    reads, writes = body.reads(), body.writes()
+    lines = rows.setup("      ")
+    lines += rows.row_ops(0)
+    for p, (what, nodes, targets) in enumerate(row_passes(body)):
+        clauses = ""
+        if what == "reduce":
+            for t in targets:
+                red = body.nodes[t]
+                lines.append(f"      float acc{t} = {expressions.reduce_init(red.op)};")
+                clauses += f" reduction({expressions.OMP_REDUCTION[red.op]} : acc{t})"
+        lines.append(f"#pragma omp simd{clauses}")
+        lines.append("      for (int64_t c = 0; c < kCols; ++c) {")
+        lines += rows.loads(nodes, "        ")
+        lines += rows.ops(nodes, "        ")
+        if what == "reduce":
+            for t in targets:
+                red = body.nodes[t]
+                combined = expressions.reduce_combine(red.op, f"acc{t}", rows.ref(red.args[0]))
+                lines.append(f"        acc{t} = {combined};")
+        else:
+            for o in body.elem_outputs():
+                lines.append(f"        {o.buffer}[r * kCols + c] = {rows.ref(o.bnode)};")
+        lines.append("      }")
+        if what == "reduce":
+            for t in targets:
+                lines.append(f"      const float s{t} = acc{t};")
+            lines += rows.row_ops(p + 1)
+    for o in body.row_outputs():
+        lines.append(f"      {o.buffer}[r] = {rows.ref(o.bnode)};")
+    code = f"""namespace {ns} {{
+constexpr int64_t kRows = {kernel.rows};
+constexpr int64_t kCols = {kernel.cols};
+}}  // namespace {ns}
+
+extern "C" void {ns}_launch({", ".join(c_params(reads, writes))}, int64_t rows_per_task) {{
+  using namespace {ns};
+  if (rows_per_task < 1) rows_per_task = 1;
+  const int64_t tasks = (kRows + rows_per_task - 1) / rows_per_task;
+#pragma omp parallel for schedule(static) if (tasks > 1 && kRows * kCols >= kParallelMin)
+  for (int64_t t = 0; t < tasks; ++t) {{
+    const int64_t r_end = std::min(kRows, (t + 1) * rows_per_task);
+    for (int64_t r = t * rows_per_task; r < r_end; ++r) {{
+{chr(10).join(lines)}
+    }}
+  }}
+}}
+"""
+    per_task = max(1, min(64, 16384 // kernel.cols, kernel.rows // 64))
+    return KernelSource(
+        name=ns,
+        kind="row_reduction",
+        nodes=kernel.nodes + kernel.aliases,
+        code=code,
+        launcher=f"{ns}_launch",
+        params=[Param(b, "in") for b in reads] + [Param(b, "out") for b in writes],
+        launch={"rows_per_task": per_task},
+        tunables={"rows_per_task": [1, 4, 16, 64]},
+        description=(
+            f"{kernel.rows} rows x {kernel.cols}: {len(body.reductions())} reduction(s), "
+            "OpenMP over rows, simd sweeps"
+        ),
+    )
