@@ -37,9 +37,14 @@ BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 POINTWISE_OPS = frozenset(UNARY) | frozenset(PARAMETRISED) | frozenset(BINARY)
 
 # Reductions: identity element and how two partial results combine.
-REDUCE_INIT = {"sum": "0.0f", "max": "-INFINITY", "min": "INFINITY"}
-REDUCE_COMBINE = {"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"}
-OMP_REDUCTION = {"sum": "+", "max": "max", "min": "min"}
+REDUCE_INIT = {"sum": "0.0f", "max": "-INFINITY", "min": "INFINITY", "prod": "1.0f"}
+REDUCE_COMBINE = {
+    "sum": "{a} + {b}",
+    "max": "fmaxf({a}, {b})",
+    "min": "fminf({a}, {b})",
+    "prod": "{a} * {b}",
+}
+OMP_REDUCTION = {"sum": "+", "max": "max", "min": "min", "prod": "*"}
 
 GELU_EXACT = "0.5f * {x} * (1.0f + erff({x} * 0.70710678118654752440f))"
 GELU_TANH = (

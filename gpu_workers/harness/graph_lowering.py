@@ -421,6 +421,12 @@ class Lowering:
     def _lower_mean(self, node: fx.Node, bound: dict) -> None:
         self._reduce(node, "mean", bound)
 
+    def _lower_prod(self, node: fx.Node, bound: dict) -> None:
+        self._reduce(node, "prod", bound)
+
+    def _lower_logsumexp(self, node: fx.Node, bound: dict) -> None:
+        self._reduce(node, "logsumexp", bound)
+
     def _lower_amax(self, node: fx.Node, bound: dict) -> None:
         self._reduce(node, "amax", bound)
 

@@ -12,6 +12,7 @@ from agent.fusion.cpu.row import row_source
 GENERATORS = {
     "pointwise": pointwise_source,
     "row_reduction": row_source,
+    "axis_reduction": row_source,  # the same row walk, rows `inner` apart
     "gemm": gemm_source,
 }
 

@@ -1,5 +1,7 @@
-"""C++ row kernels: OpenMP over rows (`rows_per_task` a task), one simd sweep per reduction depth
-with `reduction(+/max/min)`, then the sweep that writes the element outputs.
+"""C++ row and axis kernels: OpenMP over rows (`rows_per_task` a task), one simd sweep per
+reduction depth with `reduction(+/max/min)`, then the sweep that writes the element outputs. An
+axis kernel's row is one output of a reduction along a middle dim: its sweep reads elements
+`inner` apart, and neighbouring rows read neighbouring elements, so a task's rows share lines.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from agent.fusion.program import KernelSource, Param
 def row_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
     body = lower_kernel(plan, kernel, names)
     ns = kernel.name
-    rows = RowAccess(body, kernel.rows, kernel.cols)
+    rows = RowAccess(body, kernel.rows, kernel.cols, kernel.inner)
     reads, writes = body.reads(), body.writes()
     lines = rows.setup("      ")
     lines += rows.row_ops(0)
@@ -37,7 +39,7 @@ def row_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ker
                 lines.append(f"        acc{t} = {combined};")
         else:
             for o in body.elem_outputs():
-                lines.append(f"        {o.buffer}[r * kCols + c] = {rows.ref(o.bnode)};")
+                lines.append(f"        {o.buffer}[{rows.element_index()}] = {rows.ref(o.bnode)};")
         lines.append("      }")
         if what == "reduce":
             for t in targets:
@@ -64,9 +66,10 @@ extern "C" void {ns}_launch({", ".join(c_params(reads, writes))}, int64_t rows_p
 }}
 """
     per_task = max(1, min(64, 16384 // kernel.cols, kernel.rows // 64))
+    along = f" ({kernel.inner} apart)" if kernel.inner > 1 else ""
     return KernelSource(
         name=ns,
-        kind="row_reduction",
+        kind=kernel.kind,
         nodes=kernel.nodes + kernel.aliases,
         code=code,
         launcher=f"{ns}_launch",
@@ -74,7 +77,7 @@ extern "C" void {ns}_launch({", ".join(c_params(reads, writes))}, int64_t rows_p
         launch={"rows_per_task": per_task},
         tunables={"rows_per_task": [1, 4, 16, 64]},
         description=(
-            f"{kernel.rows} rows x {kernel.cols}: {len(body.reductions())} reduction(s), "
+            f"{kernel.rows} rows x {kernel.cols}{along}: {len(body.reductions())} reduction(s), "
             "OpenMP over rows, simd sweeps"
         ),
     )

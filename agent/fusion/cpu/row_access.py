@@ -8,15 +8,29 @@ from __future__ import annotations
 from agent.fusion import expressions
 from agent.fusion.body import BNode, Body
 from agent.fusion.cpu.prelude import DIALECT
-from agent.fusion.ir import flat_index, row_base, split_rows
+from agent.fusion.ir import flat_index, row_base, split_axis, split_rows
 
 
 class RowAccess:
-    """Element-level loads read along rows of `cols`: hoisted row offsets, per-element access."""
+    """Element-level loads read along rows of `cols`: hoisted row offsets, per-element access.
+    With `inner` > 1 (an axis kernel) row r is output (r / inner, r % inner) and its elements are
+    `inner` apart: element (r, c) is at (r / inner * cols + c) * inner + r % inner."""
 
-    def __init__(self, body: Body, rows: int, cols: int):
-        self.body, self.rows, self.cols = body, rows, cols
-        self.split = {n.id: split_rows(n.terms, n.total, cols) for n in body.loads("elem")}
+    def __init__(self, body: Body, rows: int, cols: int, inner: int = 1):
+        self.body, self.rows, self.cols, self.inner = body, rows, cols, inner
+        self.split = {
+            n.id: split_rows(n.terms, n.total, cols)
+            if inner == 1
+            else split_axis(n.terms, n.total, cols, inner)
+            for n in body.loads("elem")
+        }
+
+    def element_index(self, row: str = "r") -> str:
+        """The flat index of element (row, c) of the element space."""
+        if self.inner == 1:
+            return f"{row} * {self.cols} + c"
+        inner = self.inner
+        return f"{row} / {inner} * {self.cols * inner} + c * {inner} + {row} % {inner}"
 
     def setup(self, indent: str, row: str = "r") -> list[str]:
         """Per-row offsets, row-constant loads, row-level loads."""
@@ -37,11 +51,12 @@ class RowAccess:
     def load(self, n: BNode, indent: str, row: str = "r") -> list[str]:
         split = self.split[n.id]
         if split is None:
-            index = flat_index(n.terms, n.total, f"{row} * {self.cols} + c")
+            index = flat_index(n.terms, n.total, self.element_index(row))
             return [f"{indent}const float a{n.id} = {n.buffer}[{index}];"]
         if split.col == 0:
             return []
-        return [f"{indent}const float a{n.id} = {n.buffer}[b{n.id} + c];"]
+        column = "c" if split.col == 1 else f"c * {split.col}"
+        return [f"{indent}const float a{n.id} = {n.buffer}[b{n.id} + {column}];"]
 
     def ref(self, i: int) -> str:
         node = self.body.nodes[i]

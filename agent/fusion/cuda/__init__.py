@@ -6,6 +6,7 @@ multiply-shift sequences; indices are 32-bit unsigned whenever the element count
 knobs are launcher arguments.
 """
 
+from agent.fusion.cuda.axis import axis_source
 from agent.fusion.cuda.gemm import gemm_source
 from agent.fusion.cuda.pointwise import pointwise_source
 from agent.fusion.cuda.prelude import fused_cu as kernel_file
@@ -15,6 +16,7 @@ from agent.fusion.cuda.row import row_source
 GENERATORS = {
     "pointwise": pointwise_source,
     "row_reduction": row_source,
+    "axis_reduction": axis_source,
     "gemm": gemm_source,
 }
 

@@ -95,12 +95,14 @@ __device__ __forceinline__ void ka_st(float* p, const float (&v)[V]) {{
   }}
 }}
 
-// Reductions: OP 0 = sum, 1 = max, 2 = min. The xor butterfly leaves the result in every lane.
+// Reductions: OP 0 = sum, 1 = max, 2 = min, 3 = product. The xor butterfly leaves the result in
+// every lane.
 template <int OP>
 __device__ __forceinline__ float ka_combine(float a, float b) {{
   if constexpr (OP == 0) return a + b;
   else if constexpr (OP == 1) return fmaxf(a, b);
-  else return fminf(a, b);
+  else if constexpr (OP == 2) return fminf(a, b);
+  else return a * b;
 }}
 
 template <int OP>

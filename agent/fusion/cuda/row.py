@@ -14,7 +14,7 @@ from agent.fusion.ir import flat_index, row_base, split_rows
 from agent.fusion.plan import Kernel, Plan
 from agent.fusion.program import KernelSource, Param
 
-REDUCE_CODE = {"sum": 0, "max": 1, "min": 2}  # ka_combine's OP
+REDUCE_CODE = {"sum": 0, "max": 1, "min": 2, "prod": 3}  # ka_combine's OP
 MAX_UNROLL = 4  # chunks of a sweep whose loads are in flight at once
 
 

@@ -400,6 +400,150 @@ def bmm_log_softmax(batch: int = 4, m: int = 16, k: int = 24, n: int = 20) -> Ca
     )
 
 
+def _stateless(doc: str, forward: str, *shapes: tuple[int, ...], scale: float = 1.0) -> str:
+    """A problem whose Model has no state: its docstring, forward's source (indented as in a
+    class), and random inputs of `shapes`."""
+    model = (
+        f'class Model(nn.Module):\n    """{doc}"""\n\n    def __init__(self):\n'
+        f"        super().__init__()\n\n{forward}"
+    )
+    inputs = _inputs(*shapes, scale=scale)
+    return HEADER + model + inputs + "\n\ndef get_init_inputs():\n    return []\n"
+
+
+# ---- reductions and softmax along a middle or leading dim (axis kernels) ----------------------
+
+
+def axis_reductions(a: int = 3, c: int = 33, w: int = 40) -> Case:
+    """Four reductions of one tensor, each along another dim: four axis kernels."""
+    x = [a, c, w]
+    ir = graph(
+        [tensor("x", x)],
+        [],
+        [
+            node("total", "sum", [inp("x")], [a, 1, w], dim=[1], keepdim=True),
+            node("half", "mul", [nd("total"), const(0.5)], [a, 1, w]),
+            node("avg", "mean", [inp("x")], [c, w], dim=[0], keepdim=False),
+            node("top", "amax", [inp("x")], [a, w], dim=[1], keepdim=False),
+            node("tenth", "mul", [inp("x"), const(0.1)], x),
+            node("near_one", "add", [nd("tenth"), const(1.0)], x, alpha=1),
+            node("product", "prod", [nd("near_one")], [c, w], dim=[0], keepdim=False),
+        ],
+        ["half", "avg", "top", "product"],
+    )
+    forward = """    def forward(self, x):
+        product = torch.prod(x * 0.1 + 1.0, dim=0)
+        return x.sum(1, keepdim=True) * 0.5, x.mean(0), torch.max(x, dim=1)[0], product
+"""
+    problem = _stateless(
+        "x.sum(1, keepdim=True) * 0.5, x.mean(0), torch.max(x, dim=1)[0], a product along 0.",
+        forward,
+        (a, c, w),
+    )
+    kinds = ("axis_reduction",) * 4
+    nodes = (("total", "half"), ("avg",), ("top",), ("tenth", "near_one", "product"))
+    return Case("axis_reductions", ir, problem, kinds, nodes)
+
+
+def axis_softmax(n: int = 4, c: int = 37, h: int = 3, w: int = 5, long: int = 1100) -> Case:
+    """softmax(x * 2) over channels of NCHW, with a scaled prologue; min over a size-1 dim and
+    the next; a sum over a long middle dim (longer than a block)."""
+    x, y, z = [n, c, h, w], [5, 1, 6, 2], [2, long, 3]
+    ir = graph(
+        [tensor("x", x), tensor("y", y), tensor("z", z)],
+        [],
+        [
+            node("scaled", "mul", [inp("x"), const(2.0)], x),
+            node("probs", "softmax", [nd("scaled")], x, dim=1),
+            node("low", "amin", [inp("y")], [5, 1, 1, 2], dim=[1, 2], keepdim=True),
+            node("long_sum", "sum", [inp("z")], [2, 3], dim=[1], keepdim=False),
+        ],
+        ["probs", "low", "long_sum"],
+    )
+    forward = """    def forward(self, x, y, z):
+        low = torch.amin(y, dim=(1, 2), keepdim=True)
+        return torch.softmax(x * 2.0, dim=1), low, z.sum(dim=1)
+"""
+    problem = _stateless(
+        "softmax over channels, amin over a size-1 dim and the next, a sum along a long dim.",
+        forward,
+        (n, c, h, w),
+        (5, 1, 6, 2),
+        (2, long, 3),
+    )
+    kinds = ("axis_reduction",) * 3
+    return Case("axis_softmax", ir, problem, kinds, (("scaled", "probs"), ("low",), ("long_sum",)))
+
+
+def axis_normalise_by_hand(n: int = 6, c: int = 9, w: int = 17) -> Case:
+    """x / (x.abs().sum(dim=1, keepdim=True) + 1e-6): the row value read back by every element
+    of its axis, in one two-sweep axis kernel."""
+    x, row = [n, c, w], [n, 1, w]
+    nodes = ("mag", "l1", "l1_eps", "normed")
+    ir = graph(
+        [tensor("x", x)],
+        [],
+        [
+            node("mag", "abs", [inp("x")], x),
+            node("l1", "sum", [nd("mag")], row, dim=[1], keepdim=True),
+            node("l1_eps", "add", [nd("l1"), const(1e-6)], row, alpha=1),
+            node("normed", "div", [inp("x"), nd("l1_eps")], x),
+        ],
+        ["normed"],
+    )
+    forward = """    def forward(self, x):
+        return x / (x.abs().sum(dim=1, keepdim=True) + 1e-6)
+"""
+    problem = _stateless("An L1 normalisation along dim 1.", forward, (n, c, w))
+    return Case("axis_normalise_by_hand", ir, problem, ("axis_reduction",), (nodes,))
+
+
+def reductions_over_dims_apart(n: int = 5, c: int = 6, h: int = 3, w: int = 4) -> Case:
+    """x.mean(dim=(0, 2, 3)) as BatchNorm by hand writes it, and amax over dims 0 and 2: each a
+    chain (the later block first) of a row or axis kernel and an axis kernel."""
+    x = [n, c, h, w]
+    ir = graph(
+        [tensor("x", x)],
+        [],
+        [
+            node("channel_mean", "mean", [inp("x")], [c], dim=[0, 2, 3], keepdim=False),
+            node("peak", "amax", [inp("x")], [1, c, 1, w], dim=[0, 2], keepdim=True),
+        ],
+        ["channel_mean", "peak"],
+    )
+    forward = """    def forward(self, x):
+        return x.mean(dim=(0, 2, 3)), torch.amax(x, dim=(0, 2), keepdim=True)
+"""
+    problem = _stateless(
+        "Reductions over dims that keep a dim between them.", forward, (n, c, h, w)
+    )
+    kinds = ("row_reduction", "axis_reduction", "axis_reduction", "axis_reduction")
+    nodes = (("channel_mean.part0",), ("channel_mean",), ("peak.part0",), ("peak",))
+    return Case("reductions_over_dims_apart", ir, problem, kinds, nodes)
+
+
+def logsumexp_two_ways(a: int = 5, c: int = 7, w: int = 300) -> Case:
+    """logsumexp over the last dim (a row kernel) and over dim 1 (an axis kernel), keepdim."""
+    x = [a, c, w]
+    ir = graph(
+        [tensor("x", x)],
+        [],
+        [
+            node("lse_rows", "logsumexp", [inp("x")], [a, c], dim=[2], keepdim=False),
+            node("lse_axis", "logsumexp", [inp("x")], [a, 1, w], dim=[1], keepdim=True),
+        ],
+        ["lse_rows", "lse_axis"],
+    )
+    forward = """    def forward(self, x):
+        return torch.logsumexp(x, dim=-1), x.logsumexp(1, keepdim=True)
+"""
+    problem = _stateless(
+        "torch.logsumexp along the last dim and along dim 1.", forward, (a, c, w), scale=10.0
+    )
+    kinds = ("row_reduction", "axis_reduction")
+    return Case("logsumexp_two_ways", ir, problem, kinds, (("lse_rows",), ("lse_axis",)))
+
+
 REQUIRED = [
     pointwise_gelu(),
     scaled_softmax(),
@@ -409,12 +553,20 @@ REQUIRED = [
     row_sum_keepdim(),
 ]
 EXTRA = [softmax_by_hand(), broadcast_zoo(), bmm_log_softmax(), activation_zoo()]
-ALL = REQUIRED + EXTRA
+AXIS = [
+    axis_reductions(),
+    axis_softmax(),
+    axis_normalise_by_hand(),
+    reductions_over_dims_apart(),
+    logsumexp_two_ways(),
+]
+ALL = REQUIRED + EXTRA + AXIS
 
-AMAX_DIM0 = graph(
-    [tensor("x", [64, 256])],
+# dims 0 and 2 keep dim 1 between them: not one block of reduced dims
+AMAX_DIMS_0_2 = graph(
+    [tensor("x", [4, 5, 6])],
     [],
-    [node("amax", "amax", [inp("x")], [256], dim=[0], keepdim=False)],
+    [node("amax", "amax", [inp("x")], [5], dim=[0, 2], keepdim=False)],
     ["amax"],
 )
 

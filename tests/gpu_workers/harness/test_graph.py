@@ -454,3 +454,18 @@ def test_only_float32_tensor_inputs_are_supported():
         "input k: a int, not a tensor; only tensors are supported",
         "float (call_method float): converts float16 to float32; only float32 is supported in v1",
     ]
+
+
+def test_prod_and_logsumexp_lower_as_reductions():
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.prod(x, 1, keepdim=True), x.prod(), torch.logsumexp(x, -1), x.logsumexp(0)
+
+    ir = lower(M(), torch.randn(2, 3, 4))
+    assert ir["unsupported"] == []
+    assert [(q["op"], q["attrs"], q["shape"]) for q in ir["nodes"]] == [
+        ("prod", {"dim": [1], "keepdim": True}, [2, 1, 4]),
+        ("prod", {"dim": [0, 1, 2], "keepdim": False}, []),
+        ("logsumexp", {"dim": [2], "keepdim": False}, [2, 3]),
+        ("logsumexp", {"dim": [0], "keepdim": False}, [3, 4]),
+    ]
