@@ -159,7 +159,9 @@ def _params(model: nn.Module) -> tuple[list[dict], list[str]]:
         kind = "parameter" if isinstance(tensor, nn.Parameter) else "buffer"
         dtype = dtype_name(tensor.dtype)
         params.append({"name": key, "shape": list(tensor.shape), "dtype": dtype, "kind": kind})
-        if dtype != "float32":
+        # A buffer of another dtype is fine while no kernel reads it (BatchNorm's int64
+        # num_batches_tracked); the planner refuses one that is read.
+        if dtype != "float32" and kind == "parameter":
             unsupported.append(f"{kind} {key}: {dtype} tensors are {UNSUPPORTED} (float32 only)")
     return params, unsupported
 

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
+from gpu_workers.harness.graph_norms import NormLowering
 from gpu_workers.harness.graph_ops import (
     CONVOLUTIONS,
     FUNCTIONS,
@@ -37,7 +38,7 @@ class _Skip(Exception):
     """This node depends on one already reported: skip it without a second entry."""
 
 
-class Lowering:
+class Lowering(NormLowering):
     def __init__(
         self,
         traced: fx.GraphModule,
@@ -711,6 +712,13 @@ _MODULES: list[tuple[type | None, Callable]] = [
     (getattr(nn, "RMSNorm", None), _rms_norm_module),
     (nn.Dropout, lambda lw, node, x, m: lw._dropout(node, x, m.p, m.training)),
     (nn.Flatten, _flatten_module),
+    (nn.BatchNorm1d, lambda lw, node, x, m: lw._batch_norm(node, x, m)),
+    (nn.BatchNorm2d, lambda lw, node, x, m: lw._batch_norm(node, x, m)),
+    (nn.BatchNorm3d, lambda lw, node, x, m: lw._batch_norm(node, x, m)),
+    (nn.InstanceNorm1d, lambda lw, node, x, m: lw._instance_norm(node, x, m)),
+    (nn.InstanceNorm2d, lambda lw, node, x, m: lw._instance_norm(node, x, m)),
+    (nn.InstanceNorm3d, lambda lw, node, x, m: lw._instance_norm(node, x, m)),
+    (nn.GroupNorm, lambda lw, node, x, m: lw._group_norm(node, x, m)),
 ]
 
 

@@ -1,5 +1,6 @@
 """Hand-written Graph IR (docs/fusion.md) for the patterns the fusion compiler plans, each with a
-KernelBench-format problem computing the same thing. Sizes are parameters: small ones for the
+KernelBench-format problem computing the same thing (norm_layers' IR is the capture's lowering of
+its problem, since those layers lower to many nodes). Sizes are parameters: small ones for the
 cpu target's tests, large ones for benchmarks on a GPU."""
 
 from __future__ import annotations
@@ -544,6 +545,74 @@ def logsumexp_two_ways(a: int = 5, c: int = 7, w: int = 300) -> Case:
     return Case("logsumexp_two_ways", ir, problem, kinds, (("lse_rows",), ("lse_axis",)))
 
 
+NORM_LAYERS_MODEL = '''class Model(nn.Module):
+    """The norm layers and normalisations KernelBench writes, side by side."""
+
+    def __init__(self, channels, groups):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(channels)
+        self.bn_eval = nn.BatchNorm2d(channels).eval()
+        self.inorm = nn.InstanceNorm2d(channels, affine=True)
+        self.gn = nn.GroupNorm(groups, channels)
+
+    def forward(self, x):
+        rms = x / torch.sqrt(torch.mean(x**2, dim=1, keepdim=True) + 1e-5)
+        return (
+            self.bn(x),
+            self.bn_eval(x),
+            self.inorm(x),
+            self.gn(x),
+            F.normalize(x, dim=1),
+            x / torch.norm(x),
+            torch.linalg.vector_norm(x, ord=3, dim=(2, 3)),
+            rms,
+        )
+'''
+
+
+def _captured_ir(problem: str, init_inputs: list, inputs: list) -> dict:
+    """The IR the capture lowers `problem` to (in-process: the problem is ours)."""
+    import torch
+
+    from gpu_workers.harness.graph import lower
+
+    scope: dict = {}
+    exec(compile(problem, "problem", "exec"), scope)  # noqa: S102 - our own source
+    torch.manual_seed(0)
+    return lower(scope["Model"](*init_inputs), [torch.randn(*s) for s in inputs], "cpu")
+
+
+def norm_layers(n: int = 4, c: int = 6, h: int = 5, w: int = 7, groups: int = 3) -> Case:
+    """BatchNorm (training and eval), InstanceNorm, GroupNorm, F.normalize, x / ||x||, a p-norm
+    and KernelBench's hand-written RMSNorm over dim 1, as the capture lowers them."""
+    problem = (
+        HEADER
+        + NORM_LAYERS_MODEL
+        + _inputs((n, c, h, w))
+        + f"\n\ndef get_init_inputs():\n    return [{c}, {groups}]\n"
+    )
+    ir = _captured_ir(problem, [c, groups], [(n, c, h, w)])
+    axis, row, pointwise = "axis_reduction", "row_reduction", "pointwise"
+    kinds = (axis, row, axis, row, axis, pointwise, pointwise, pointwise, row, row, axis, row, row)
+    nodes = (
+        ("pow_1", "mean", "add", "sqrt", "truediv"),  # RMSNorm over dim 1: one axis kernel
+        ("bn.mean.part0",),  # the mean over [0, 2, 3]: [2, 3] first
+        ("bn.mean",),
+        ("bn.centred", "bn.square", "bn.var.part0"),
+        ("bn.var", "bn.var_eps", "bn.rstd"),
+        ("bn.normed", "bn.scaled", "bn"),
+        ("bn_eval.var_eps", "bn_eval.rstd"),
+        ("bn_eval.centred", "bn_eval.normed", "bn_eval.scaled", "bn_eval"),
+        ("inorm.normed", "inorm.scaled", "inorm"),
+        ("gn.normed", "gn.scaled", "gn", "gn.ungrouped"),
+        ("normalize.square", "normalize.sum", "normalize.norm", "normalize.clamp", "normalize"),
+        ("norm.square", "norm.sum", "norm", "truediv_1"),
+        ("linalg_vector_norm.abs", "linalg_vector_norm.pow", "linalg_vector_norm.sum",
+         "linalg_vector_norm"),
+    )  # fmt: skip
+    return Case("norm_layers", ir, problem, kinds, nodes)
+
+
 REQUIRED = [
     pointwise_gelu(),
     scaled_softmax(),
@@ -560,7 +629,8 @@ AXIS = [
     reductions_over_dims_apart(),
     logsumexp_two_ways(),
 ]
-ALL = REQUIRED + EXTRA + AXIS
+NORMS = [norm_layers()]
+ALL = REQUIRED + EXTRA + AXIS + NORMS
 
 # dims 0 and 2 keep dim 1 between them: not one block of reduced dims
 AMAX_DIMS_0_2 = graph(

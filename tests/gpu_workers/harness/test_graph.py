@@ -469,3 +469,108 @@ def test_prod_and_logsumexp_lower_as_reductions():
         ("logsumexp", {"dim": [2], "keepdim": False}, [2, 3]),
         ("logsumexp", {"dim": [0], "keepdim": False}, [3, 4]),
     ]
+
+
+def test_p_norms_lower_to_sums_of_powers():
+    class M(nn.Module):
+        def forward(self, x):
+            return (
+                torch.norm(x),
+                x.norm(p=1, dim=1, keepdim=True),
+                torch.linalg.vector_norm(x, ord=float("inf"), dim=(0, 1)),
+                torch.linalg.norm(x, dim=-1),
+                x.norm(p=3, dim=0),
+            )
+
+    ir = lower(M(), torch.randn(2, 3, 4))
+    assert ir["unsupported"] == []
+    by_output = [[q["op"] for q in ir["nodes"] if q["name"].split(".")[0] == o["node"]]
+                 for o in ir["outputs"]]  # fmt: skip
+    assert by_output == [
+        ["mul", "sum", "sqrt"],  # the Frobenius norm over every dim
+        ["abs", "sum"],
+        ["abs", "amax"],
+        ["mul", "sum", "sqrt"],
+        ["abs", "pow", "sum", "pow"],
+    ]
+    last = {q["name"]: q for q in ir["nodes"]}
+    assert last["norm"]["shape"] == [] and last["norm_1"]["shape"] == [2, 1, 4]
+    assert last["norm_2"]["args"][1] == c(1 / 3)
+
+
+def test_normalize_divides_by_the_clamped_norm():
+    ir = lower(WeightModel(lambda m, x: F.normalize(x, p=2.0, dim=1, eps=1e-6)), torch.randn(3, 8))
+    assert ir["unsupported"] == []
+    assert ops(ir) == [
+        ("normalize.square", "mul", [i("x"), i("x")], {}),
+        ("normalize.sum", "sum", [n("normalize.square")], {"dim": [1], "keepdim": True}),
+        ("normalize.norm", "sqrt", [n("normalize.sum")], {}),
+        ("normalize.clamp", "clamp", [n("normalize.norm")], {"min": 1e-6, "max": None}),
+        ("normalize", "div", [i("x"), n("normalize.clamp")], {}),
+    ]
+
+
+def test_batch_norm_uses_batch_statistics_in_training_and_running_ones_in_eval():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.train_bn = nn.BatchNorm2d(3)
+            self.eval_bn = nn.BatchNorm2d(3, affine=False).eval()
+
+        def forward(self, x):
+            return self.train_bn(x), self.eval_bn(x)
+
+    ir = lower(M(), torch.randn(2, 3, 4, 5))
+    assert ir["unsupported"] == []  # num_batches_tracked is int64, and nothing reads it
+    assert {"name": "train_bn.num_batches_tracked", "shape": [], "dtype": "int64",
+            "kind": "buffer"} in ir["params"]  # fmt: skip
+    nodes = {q["name"]: q for q in ir["nodes"]}
+    assert nodes["train_bn.mean"]["attrs"] == {"dim": [0, 2, 3], "keepdim": True}
+    assert nodes["train_bn.var"]["args"] == [n("train_bn.square")]
+    assert nodes["train_bn"]["op"] == "add"  # + bias, after * weight
+    assert nodes["eval_bn.mean"]["args"] == [p("eval_bn.running_mean")]
+    assert nodes["eval_bn.mean"]["attrs"] == {"shape": [3, 1, 1]}
+    assert nodes["eval_bn.normed"]["args"] == [n("eval_bn.centred"), n("eval_bn.rstd")]
+    assert nodes["eval_bn"]["op"] == "identity"  # no affine: the normalised value is the output
+
+
+def test_instance_and_group_norm_are_layer_norms_over_trailing_dims():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inorm = nn.InstanceNorm2d(4)
+            self.gn = nn.GroupNorm(2, 4, eps=1e-3)
+
+        def forward(self, x):
+            return self.inorm(x), self.gn(x)
+
+    ir = lower(M(), torch.randn(2, 4, 3, 5))
+    assert ir["unsupported"] == []
+    nodes = {q["name"]: q for q in ir["nodes"]}
+    assert nodes["inorm.normed"]["attrs"] == {"normalized_shape": [3, 5], "eps": 1e-5}
+    assert nodes["inorm"]["op"] == "identity"  # affine=False by default
+    assert nodes["gn.grouped"]["shape"] == [2, 2, 30]
+    assert nodes["gn.normed"]["attrs"] == {"normalized_shape": [30], "eps": 1e-3}
+    assert nodes["gn"]["args"] == [n("gn.scaled"), n("gn.bias_view")]
+
+
+def test_norms_it_cannot_lower_are_named():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inorm = nn.InstanceNorm2d(4, track_running_stats=True).eval()
+
+        def forward(self, x):
+            nuclear = torch.norm(x, p="nuc", dim=(2, 3))
+            return nuclear, torch.linalg.norm(x, ord=2, dim=(2, 3)), self.inorm(x)
+
+    ir = lower(M(), torch.randn(2, 4, 3, 5))
+    assert ir["nodes"] == []
+    assert ir["unsupported"] == [
+        "norm (call_function torch.norm): the norm with p='nuc' is not supported by the fusion "
+        "compiler",
+        "linalg_norm (call_function torch._C._linalg.linalg_norm): matrix norms (ord=2 over two "
+        "dims) are not supported by the fusion compiler",
+        "instance_norm2d (call_module inorm: InstanceNorm2d): instance norm with running "
+        "statistics is not supported by the fusion compiler",
+    ]
