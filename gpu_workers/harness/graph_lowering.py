@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
+from gpu_workers.harness.graph_losses import LossLowering
 from gpu_workers.harness.graph_norms import NormLowering
 from gpu_workers.harness.graph_ops import (
     CONVOLUTIONS,
@@ -28,6 +29,7 @@ from gpu_workers.harness.graph_ops import (
     dtype_name,
     is_inplace_name,
     method_entry,
+    module_call,
 )
 
 _NUMBER = (int, float)
@@ -38,7 +40,7 @@ class _Skip(Exception):
     """This node depends on one already reported: skip it without a second entry."""
 
 
-class Lowering(NormLowering):
+class Lowering(NormLowering, LossLowering):
     def __init__(
         self,
         traced: fx.GraphModule,
@@ -121,7 +123,8 @@ class Lowering(NormLowering):
         """Why an op is unsupported whatever its operands, or None if it might lower."""
         if node.op == "call_module":
             module = self.traced.get_submodule(node.target)
-            return None if _module_lowering(module) else _module_reason(module)
+            known = _module_lowering(module) or module_call(module)
+            return None if known else _module_reason(module)
         if node.op == "call_function" and node.target not in FUNCTIONS:
             return UNSUPPORTED
         if node.op == "call_method" and method_entry(node.target) is None:
@@ -620,12 +623,22 @@ class Lowering(NormLowering):
     # ---- call_module ----
     def _call_module(self, node: fx.Node) -> None:
         module = self.traced.get_submodule(node.target)
+        call = module_call(module)
+        if call is not None:
+            return self._call_module_like_functional(node, module, *call)
         lowering = _module_lowering(module)
         if lowering is None:
             raise Unsupported(_module_reason(module))
         if len(node.args) != 1 or node.kwargs:
             raise Unsupported("called with more than one argument")
         lowering(self, node, node.args[0], module)
+
+    def _call_module_like_functional(self, node, module, kind, tensors, attributes) -> None:
+        if len(node.args) != len(tensors) or node.kwargs:
+            raise Unsupported(f"called with other than its {len(tensors)} tensor arguments")
+        bound = dict(zip(tensors, node.args, strict=True))
+        bound |= {name: getattr(module, name) for name in attributes}
+        getattr(self, f"_lower_{kind}")(node, bound)
 
     def _param(self, node: fx.Node, name: str, module: nn.Module) -> dict | None:
         if getattr(module, name, None) is None:

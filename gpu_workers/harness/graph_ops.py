@@ -31,6 +31,10 @@ def dtype_name(dtype: torch.dtype) -> str:
 _UNARY = ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "erf")
 _REDUCE = ("input", "dim", "keepdim", "dtype")
 _MINMAX = ("input", "dim", "keepdim", "other")
+_LOSS = ("input", "target", "size_average", "reduce", "reduction")
+# the anchor is "input": every call binds its first tensor under that name
+_TRIPLET = ("input", "positive", "negative", "margin", "p", "eps", "swap", "size_average", "reduce",
+            "reduction")  # fmt: skip
 
 
 def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
@@ -92,6 +96,13 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             torch.linalg.vector_norm: ("vector_norm", ("input", "ord", "dim", "keepdim", "dtype")),
             torch.linalg.norm: ("linalg_norm", ("input", "ord", "dim", "keepdim", "dtype")),
             F.normalize: ("normalize", ("input", "p", "dim", "eps", "out")),
+            F.mse_loss: ("mse_loss", _LOSS + ("weight",)),
+            F.l1_loss: ("l1_loss", _LOSS + ("weight",)),
+            F.smooth_l1_loss: ("smooth_l1_loss", _LOSS + ("beta",)),
+            F.huber_loss: ("huber_loss", ("input", "target", "reduction", "delta", "weight")),
+            F.kl_div: ("kl_div", _LOSS + ("log_target",)),
+            F.cosine_similarity: ("cosine_similarity", ("input", "x2", "dim", "eps")),
+            F.triplet_margin_loss: ("triplet_margin_loss", _TRIPLET),
             torch.amax: ("amax", ("input", "dim", "keepdim")),
             torch.amin: ("amin", ("input", "dim", "keepdim")),
             torch.max: ("max", _MINMAX),
@@ -224,3 +235,28 @@ def bind(node: fx.Node, names: tuple[str, ...] | None) -> dict:
     if "input" not in bound:
         raise Unsupported("called without its tensor argument")
     return bound
+
+
+# nn.Modules called like their functional: (class, kind, tensor arguments, module attributes
+# passed as the functional's arguments of the same name)
+MODULE_CALLS: list[tuple[type, str, tuple[str, ...], tuple[str, ...]]] = [
+    (nn.MSELoss, "mse_loss", ("input", "target"), ("reduction",)),
+    (nn.L1Loss, "l1_loss", ("input", "target"), ("reduction",)),
+    (nn.SmoothL1Loss, "smooth_l1_loss", ("input", "target"), ("reduction", "beta")),
+    (nn.HuberLoss, "huber_loss", ("input", "target"), ("reduction", "delta")),
+    (nn.KLDivLoss, "kl_div", ("input", "target"), ("reduction", "log_target")),
+    (nn.CosineSimilarity, "cosine_similarity", ("input", "x2"), ("dim", "eps")),
+    (
+        nn.TripletMarginLoss,
+        "triplet_margin_loss",
+        ("input", "positive", "negative"),
+        ("margin", "p", "eps", "swap", "reduction"),
+    ),
+]
+
+
+def module_call(module: nn.Module) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
+    for cls, kind, tensors, attributes in MODULE_CALLS:
+        if isinstance(module, cls):
+            return kind, tensors, attributes
+    return None

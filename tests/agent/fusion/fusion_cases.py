@@ -1,7 +1,7 @@
 """Hand-written Graph IR (docs/fusion.md) for the patterns the fusion compiler plans, each with a
-KernelBench-format problem computing the same thing (norm_layers' IR is the capture's lowering of
-its problem, since those layers lower to many nodes). Sizes are parameters: small ones for the
-cpu target's tests, large ones for benchmarks on a GPU."""
+KernelBench-format problem computing the same thing (norm_layers' and losses' IR is the capture's
+lowering of their problem, since those calls lower to many nodes). Sizes are parameters: small
+ones for the cpu target's tests, large ones for benchmarks on a GPU."""
 
 from __future__ import annotations
 
@@ -613,6 +613,64 @@ def norm_layers(n: int = 4, c: int = 6, h: int = 5, w: int = 7, groups: int = 3)
     return Case("norm_layers", ir, problem, kinds, nodes)
 
 
+LOSSES_MODEL = '''class Model(nn.Module):
+    """The losses KernelBench writes, side by side (modules and functionals)."""
+
+    def __init__(self):
+        super().__init__()
+        self.huber = nn.HuberLoss(delta=0.5)
+        self.triplet = nn.TripletMarginLoss(margin=1.0)
+        self.cosine = nn.CosineSimilarity(dim=1)
+
+    def forward(self, predictions, targets, negatives):
+        probs = torch.softmax(predictions, dim=-1)
+        target_probs = torch.softmax(targets, dim=-1)
+        return (
+            F.mse_loss(predictions, targets),
+            F.smooth_l1_loss(predictions, targets),
+            self.huber(predictions, targets),
+            torch.mean(torch.clamp(1 - predictions * targets, min=0)),
+            F.kl_div(torch.log(probs), target_probs, reduction="batchmean"),
+            torch.mean(1 - self.cosine(predictions, targets)),
+            self.triplet(predictions, targets, negatives),
+            F.l1_loss(predictions, targets, reduction="sum"),
+        )
+'''
+
+
+def losses(rows: int = 12, cols: int = 37) -> Case:
+    """MSE, smooth L1, Huber, hinge (by hand), KL divergence, cosine similarity, triplet margin
+    and L1 (sum), as the capture lowers them: whole-tensor means are one-row kernels."""
+    shape = (rows, cols)
+    problem = HEADER + LOSSES_MODEL + _inputs(shape, shape, shape)
+    problem += "\n\ndef get_init_inputs():\n    return []\n"
+    ir = _captured_ir(problem, [], [shape, shape, shape])
+    kinds = ("row_reduction",) * 15
+    nodes = (
+        ("softmax", "log"),
+        ("softmax_1", "kl_div.log_target", "kl_div.gap", "kl_div.term"),
+        ("mse_loss.diff", "mse_loss.square", "mse_loss"),
+        tuple(f"smooth_l1_loss.{s}" for s in HUBER_STEPS) + ("smooth_l1_loss",),
+        tuple(f"huber.{s}" for s in HUBER_STEPS) + ("huber",),
+        ("mul", "sub", "clamp", "mean"),
+        ("kl_div.sum", "kl_div"),
+        ("cosine.x1_square", "cosine.x1_sum", "cosine.x1_norm", "cosine.x1_floor"),
+        ("cosine.x2_square", "cosine.x2_sum", "cosine.x2_norm", "cosine.x2_floor", "cosine.scale"),
+        ("cosine.product", "cosine.dot", "cosine", "sub_1"),
+        ("mean_1",),
+        tuple(f"triplet.positive_{s}" for s in DISTANCE_STEPS),
+        tuple(f"triplet.negative_{s}" for s in DISTANCE_STEPS)
+        + ("triplet.gap", "triplet.margin", "triplet.hinge"),
+        ("triplet",),
+        ("l1_loss.diff", "l1_loss.abs", "l1_loss"),
+    )
+    return Case("losses", ir, problem, kinds, nodes)
+
+
+HUBER_STEPS = ("diff", "abs", "inside", "square", "quadratic", "beyond", "term")
+DISTANCE_STEPS = ("diff", "shifted", "square", "sum", "distance")
+
+
 REQUIRED = [
     pointwise_gelu(),
     scaled_softmax(),
@@ -629,7 +687,7 @@ AXIS = [
     reductions_over_dims_apart(),
     logsumexp_two_ways(),
 ]
-NORMS = [norm_layers()]
+NORMS = [norm_layers(), losses()]
 ALL = REQUIRED + EXTRA + AXIS + NORMS
 
 # dims 0 and 2 keep dim 1 between them: not one block of reduced dims

@@ -574,3 +574,39 @@ def test_norms_it_cannot_lower_are_named():
         "instance_norm2d (call_module inorm: InstanceNorm2d): instance norm with running "
         "statistics is not supported by the fusion compiler",
     ]
+
+
+def test_losses_lower_from_functionals_and_modules_alike():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mse = nn.MSELoss(reduction="sum")
+            self.kl = nn.KLDivLoss(reduction="batchmean")
+
+        def forward(self, a, b):
+            return F.mse_loss(a, b, reduction="sum"), self.mse(a, b), self.kl(a, b)
+
+    ir = lower(M(), torch.randn(4, 5), torch.rand(4, 5))
+    assert ir["unsupported"] == []
+    nodes = {q["name"]: q for q in ir["nodes"]}
+    every = {"dim": [0, 1], "keepdim": False}
+    for name in ("mse_loss", "mse"):
+        assert nodes[f"{name}.diff"]["args"] == [i("a"), i("b")]
+        assert nodes[name]["op"] == "sum" and nodes[name]["attrs"] == every
+    assert nodes["kl"]["op"] == "div" and nodes["kl"]["args"] == [n("kl.sum"), c(4)]
+
+
+@pytest.mark.filterwarnings("ignore:size_average and reduce args will be deprecated")
+def test_losses_it_cannot_lower_are_named():
+    class M(nn.Module):
+        def forward(self, a, b, labels):
+            return F.mse_loss(a, b, reduce=False), F.cross_entropy(a, labels)
+
+    ir = lower(M(), torch.randn(4, 5), torch.randn(4, 5), torch.tensor([0, 1, 2, 3]))
+    assert ir["unsupported"] == [
+        "input labels: int64 tensors are not supported by the fusion compiler (float32 only)",
+        "mse_loss (call_function torch.nn.functional.mse_loss): a loss with reduce= is not "
+        "supported by the fusion compiler",
+        "cross_entropy (call_function torch.nn.functional.cross_entropy): not supported by the "
+        "fusion compiler",
+    ]
