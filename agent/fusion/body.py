@@ -158,6 +158,12 @@ def buffer_name(ref: Ref, names: dict[tuple[str, str], str]) -> str:
     return names[(ref.kind, ref.name)]
 
 
+def scan_operands(plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]) -> tuple[str, str]:
+    """The buffers a scan kernel reads and writes (its one node, always materialised)."""
+    node = plan.graph.node_by_name[kernel.nodes[0]]
+    return buffer_name(plan.resolve(node.args[0]), names), names[("node", node.name)]
+
+
 def gemm_operands(plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]) -> tuple[str, str]:
     """The buffers of a GEMM kernel's A and B (through reshape/identity aliases)."""
     g = kernel.gemm

@@ -15,6 +15,8 @@ starts a new kernel:
   further reductions over its elements join it too (two-pass layer_norm, softmax by hand);
 - other pointwise nodes join the pointwise group of their input when the element count matches,
   else start a `pointwise` kernel;
+- a scan (cumsum, cumprod) along any dim is a `scan` kernel of its own over (rows, cols, inner),
+  as an axis kernel's; nothing else joins it;
 - reshape and identity are free: they alias the buffer of their input.
 
 A node may join kernel K only when every other kernel it reads from comes earlier than K, so
@@ -33,6 +35,7 @@ REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "logsumexp"})
 ROW_OPS = REDUCTIONS | {"softmax", "log_softmax", "layer_norm", "rms_norm"}
 MATMULS = frozenset({"linear", "matmul", "mm", "bmm"})
 REDUCING_KINDS = frozenset({"row_reduction", "axis_reduction"})
+SCANS = frozenset({"cumsum", "cumprod"})
 LAYOUT = frozenset({"reshape", "identity"})
 INT32_MAX = 2**31 - 1
 
@@ -61,7 +64,7 @@ class GemmShape:
 @dataclass
 class Kernel:
     index: int
-    kind: str  # "pointwise" | "row_reduction" | "axis_reduction" | "gemm"
+    kind: str  # "pointwise" | "row_reduction" | "axis_reduction" | "scan" | "gemm"
     nodes: list[str] = field(default_factory=list)  # computed here, in graph order
     aliases: list[str] = field(default_factory=list)  # reshape/identity of values computed here
     numel: int = 0  # elements of the element space
@@ -112,7 +115,7 @@ def row_geometry(graph: Graph, node: Node) -> tuple[int, int, int]:
     total = numel(shape)
     if node.op in REDUCTIONS:
         first, last = _reduced_block(shape, node.attrs.get("dim"))
-    elif node.op in ("softmax", "log_softmax"):
+    elif node.op in ("softmax", "log_softmax") or node.op in SCANS:
         if rank == 0:
             raise Unplaceable("softmax of a 0-d tensor")
         first = last = int(node.attrs.get("dim", -1)) % rank
@@ -203,7 +206,7 @@ def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
 
 
 def _check_node(graph: Graph, node: Node) -> None:
-    known = POINTWISE_OPS | ROW_OPS | MATMULS | LAYOUT
+    known = POINTWISE_OPS | ROW_OPS | SCANS | MATMULS | LAYOUT
     if node.op not in known:
         raise Unplaceable("no kernel template for this op")
     if node.dtype != "float32":
@@ -230,7 +233,7 @@ def _check_node(graph: Graph, node: Node) -> None:
                     f"{ref.describe()} {list(graph.shape_of(ref))} does not broadcast to "
                     f"{list(node.shape)}"
                 )
-    elif node.op in ROW_OPS:
+    elif node.op in ROW_OPS or node.op in SCANS:
         row_geometry(graph, node)
         if node.op in ("layer_norm", "rms_norm"):
             x_shape = graph.shape_of(node.args[0])
@@ -307,6 +310,8 @@ class _Planner:
 
     def pointwise_level(self, node: Node, kernel: Kernel) -> str | None:
         """The level at which `node` can be computed inside `kernel`, or None."""
+        if kernel.kind == "scan":  # a scan kernel is the scan alone
+            return None
         total = numel(node.shape)
         inside = self.in_kernel_args(node, kernel)
         shape_of = self.graph.shape_of
@@ -369,6 +374,11 @@ class _Planner:
         if node.op in MATMULS:
             gemm = gemm_geometry(graph, node)
             kernel = self.new_kernel("gemm", numel=numel(node.shape), gemm=gemm)
+            self.join(kernel, node, "elem")
+            return
+        if node.op in SCANS:
+            rows, cols, inner = row_geometry(graph, node)
+            kernel = self.new_kernel("scan", numel=rows * cols, rows=rows, cols=cols, inner=inner)
             self.join(kernel, node, "elem")
             return
         if node.op in ROW_OPS:
@@ -453,6 +463,6 @@ def _label(graph: Graph, kernel: Kernel) -> str:
     if kernel.kind == "pointwise":
         return "pointwise"
     ops = [graph.node_by_name[n].op for n in kernel.nodes]
-    if kernel.kind == "gemm":
+    if kernel.kind in ("gemm", "scan"):
         return ops[0]
     return next(op for op in ops if op in ROW_OPS)

@@ -431,6 +431,12 @@ class Lowering(NormLowering, LossLowering):
     def _lower_logsumexp(self, node: fx.Node, bound: dict) -> None:
         self._reduce(node, "logsumexp", bound)
 
+    def _lower_cumsum(self, node: fx.Node, bound: dict) -> None:
+        self._row(node, "cumsum", bound["input"], self._value(bound.get("dim")), bound)
+
+    def _lower_cumprod(self, node: fx.Node, bound: dict) -> None:
+        self._row(node, "cumprod", bound["input"], self._value(bound.get("dim")), bound)
+
     def _lower_amax(self, node: fx.Node, bound: dict) -> None:
         self._reduce(node, "amax", bound)
 

@@ -7,12 +7,14 @@ from agent.fusion.cpu.gemm import gemm_source
 from agent.fusion.cpu.pointwise import pointwise_source
 from agent.fusion.cpu.prelude import fused_cpp as kernel_file
 from agent.fusion.cpu.row import row_source
+from agent.fusion.cpu.scan import scan_source
 
 # kernel kind -> generator(plan, kernel, names, allow_tf32) -> KernelSource
 GENERATORS = {
     "pointwise": pointwise_source,
     "row_reduction": row_source,
     "axis_reduction": row_source,  # the same row walk, rows `inner` apart
+    "scan": scan_source,
     "gemm": gemm_source,
 }
 

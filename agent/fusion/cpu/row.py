@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from agent.fusion import expressions
 from agent.fusion.body import lower_kernel, row_passes
-from agent.fusion.cpu.prelude import c_params
+from agent.fusion.cpu.prelude import c_params, row_tasks_launcher
 from agent.fusion.cpu.row_access import RowAccess
 from agent.fusion.plan import Kernel, Plan
 from agent.fusion.program import KernelSource, Param
@@ -52,19 +52,8 @@ constexpr int64_t kRows = {kernel.rows};
 constexpr int64_t kCols = {kernel.cols};
 }}  // namespace {ns}
 
-extern "C" void {ns}_launch({", ".join(c_params(reads, writes))}, int64_t rows_per_task) {{
-  using namespace {ns};
-  if (rows_per_task < 1) rows_per_task = 1;
-  const int64_t tasks = (kRows + rows_per_task - 1) / rows_per_task;
-#pragma omp parallel for schedule(static) if (tasks > 1 && kRows * kCols >= kParallelMin)
-  for (int64_t t = 0; t < tasks; ++t) {{
-    const int64_t r_end = std::min(kRows, (t + 1) * rows_per_task);
-    for (int64_t r = t * rows_per_task; r < r_end; ++r) {{
-{chr(10).join(lines)}
-    }}
-  }}
-}}
 """
+    code += row_tasks_launcher(ns, c_params(reads, writes), "\n".join(lines))
     per_task = max(1, min(64, 16384 // kernel.cols, kernel.rows // 64))
     along = f" ({kernel.inner} apart)" if kernel.inner > 1 else ""
     return KernelSource(

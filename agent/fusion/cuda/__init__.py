@@ -11,12 +11,14 @@ from agent.fusion.cuda.gemm import gemm_source
 from agent.fusion.cuda.pointwise import pointwise_source
 from agent.fusion.cuda.prelude import fused_cu as kernel_file
 from agent.fusion.cuda.row import row_source
+from agent.fusion.cuda.scan import scan_source
 
 # kernel kind -> generator(plan, kernel, names, allow_tf32) -> KernelSource
 GENERATORS = {
     "pointwise": pointwise_source,
     "row_reduction": row_source,
     "axis_reduction": axis_source,
+    "scan": scan_source,
     "gemm": gemm_source,
 }
 

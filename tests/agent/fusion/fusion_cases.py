@@ -671,6 +671,31 @@ HUBER_STEPS = ("diff", "abs", "inside", "square", "quadratic", "beyond", "term")
 DISTANCE_STEPS = ("diff", "shifted", "square", "sum", "distance")
 
 
+def scans(a: int = 3, c: int = 37, w: int = 5, long: int = 1500) -> Case:
+    """cumsum along a middle dim after a prologue, cumprod along the last, a cumsum along a row
+    longer than a block followed by an epilogue: a scan kernel each, the rest pointwise."""
+    x, z = [a, c, w], [2, long]
+    ir = graph(
+        [tensor("x", x), tensor("z", z)],
+        [],
+        [
+            node("half", "mul", [inp("x"), const(0.5)], x),
+            node("running", "cumsum", [nd("half")], x, dim=1),
+            node("products", "cumprod", [inp("x")], x, dim=2),
+            node("long_sum", "cumsum", [inp("z")], z, dim=1),
+            node("doubled", "mul", [nd("long_sum"), const(2.0)], z),
+        ],
+        ["running", "products", "doubled"],
+    )
+    forward = """    def forward(self, x, z):
+        return torch.cumsum(x * 0.5, dim=1), torch.cumprod(x, dim=-1), z.cumsum(1) * 2.0
+"""
+    problem = _stateless("Scans along a middle dim, the last dim and a long row.", forward, x, z)
+    kinds = ("pointwise", "scan", "scan", "scan", "pointwise")
+    nodes = (("half",), ("running",), ("products",), ("long_sum",), ("doubled",))
+    return Case("scans", ir, problem, kinds, nodes)
+
+
 REQUIRED = [
     pointwise_gelu(),
     scaled_softmax(),
@@ -688,7 +713,8 @@ AXIS = [
     logsumexp_two_ways(),
 ]
 NORMS = [norm_layers(), losses()]
-ALL = REQUIRED + EXTRA + AXIS + NORMS
+SCANS = [scans()]
+ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS
 
 # dims 0 and 2 keep dim 1 between them: not one block of reduced dims
 AMAX_DIMS_0_2 = graph(

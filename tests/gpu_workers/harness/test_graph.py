@@ -395,7 +395,7 @@ def test_what_cannot_lower_is_named_once():
                 indices,
                 self.drop(x),
                 x[:, 0],
-                torch.sigmoid(torch.cumsum(x, 0)),  # sigmoid follows cumsum: not reported
+                torch.sigmoid(torch.flip(x, (0,))),  # sigmoid follows flip: not reported
                 torch.topk(x, 2),  # dead code: never reported
             )[:5]
 
@@ -408,7 +408,7 @@ def test_what_cannot_lower_is_named_once():
         "not supported by the fusion compiler",
         "getitem (call_function operator.getitem): tensor indexing is not supported by the "
         "fusion compiler",
-        "cumsum (call_function torch.cumsum): not supported by the fusion compiler",
+        "flip (call_function torch.flip): not supported by the fusion compiler",
     ]
 
 
@@ -609,4 +609,20 @@ def test_losses_it_cannot_lower_are_named():
         "supported by the fusion compiler",
         "cross_entropy (call_function torch.nn.functional.cross_entropy): not supported by the "
         "fusion compiler",
+    ]
+
+
+def test_scans_lower_with_their_dim():
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, dim=-1), x.cumprod(1), torch.cumsum(x, 0, dtype=torch.float64)
+
+    ir = lower(M(), torch.randn(2, 3, 4))
+    assert [(q["op"], q["attrs"]) for q in ir["nodes"]] == [
+        ("cumsum", {"dim": 2}),
+        ("cumprod", {"dim": 1}),
+    ]
+    assert ir["unsupported"] == [
+        "cumsum (call_function torch.cumsum): dtype=torch.float64 is not supported; only "
+        "float32 in v1"
     ]
