@@ -523,6 +523,34 @@ def reductions_over_dims_apart(n: int = 5, c: int = 6, h: int = 3, w: int = 4) -
     return Case("reductions_over_dims_apart", ir, problem, kinds, nodes)
 
 
+def long_row_reductions(rows: int = 64, cols: int = 2048) -> Case:
+    """A whole-tensor MSE and a max over long rows: few rows, so each reduction runs in two
+    stages (parts of 512, then the parts), its prologue in the first."""
+    x, every = [rows, cols], [0, 1]
+    ir = graph(
+        [tensor("a", x), tensor("b", x)],
+        [],
+        [
+            node("diff", "sub", [inp("a"), inp("b")], x, alpha=1),
+            node("square", "mul", [nd("diff"), nd("diff")], x),
+            node("loss", "mean", [nd("square")], [], dim=every, keepdim=False),
+            node("peak", "amax", [inp("a")], [rows, 1], dim=[1], keepdim=True),
+        ],
+        ["loss", "peak"],
+    )
+    forward = """    def forward(self, a, b):
+        return torch.mean((a - b) ** 2), a.amax(dim=1, keepdim=True)
+"""
+    problem = _stateless("A whole-tensor MSE and a max over long rows.", forward, x, x)
+    nodes = (
+        ("diff", "square", "loss.partial", "loss.chunks"),
+        ("loss.total", "loss"),
+        ("peak.partial",),  # its chunks view an input: no kernel's alias
+        ("peak.total", "peak"),
+    )
+    return Case("long_row_reductions", ir, problem, ("row_reduction",) * 4, nodes)
+
+
 def logsumexp_two_ways(a: int = 5, c: int = 7, w: int = 300) -> Case:
     """logsumexp over the last dim (a row kernel) and over dim 1 (an axis kernel), keepdim."""
     x = [a, c, w]
@@ -710,6 +738,7 @@ AXIS = [
     axis_softmax(),
     axis_normalise_by_hand(),
     reductions_over_dims_apart(),
+    long_row_reductions(),
     logsumexp_two_ways(),
 ]
 NORMS = [norm_layers(), losses()]

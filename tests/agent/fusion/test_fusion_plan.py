@@ -115,6 +115,18 @@ def test_the_planner_alone_refuses_dims_apart_and_the_compiler_splits_them():
     ]
 
 
+def test_few_long_rows_are_reduced_in_two_stages_and_many_rows_in_one():
+    def total(rows: int, cols: int) -> dict:
+        x = tensor("x", [rows, cols])
+        return graph([x], [], [node("s", "sum", [inp("x")], [rows], dim=[1])], ["s"])
+
+    staged = compile_graph(total(1, 3 * 1024), "cpu")
+    assert [k.nodes for k in staged.kernels] == [["s.partial"], ["s.total", "s"]]
+    assert "6 rows x 512" in staged.summary()  # 3072 = 6 parts of 512
+    assert len(compile_graph(total(128, 3 * 1024), "cpu").kernels) == 1  # rows enough
+    assert len(compile_graph(total(1, 2053), "cpu").kernels) == 1  # a prime length: no parts
+
+
 def test_a_program_that_cannot_be_generated_says_why():
     program = compile_graph(AMAX_DIMS_0_2 | {"unsupported": ["topk (call_function): no"]}, "cpu")
     assert program.files == {} and program.kernels == []
