@@ -3,7 +3,7 @@ generators walk.
 
 Every IR node of a kernel lowers to body nodes: loads of buffers computed elsewhere (with the
 broadcast index terms of the node that reads them), constants, pointwise ops (expressions.py),
-reductions along the row (sum, max, min) and, in a GEMM's epilogue, the accumulator. Row ops
+reductions along the row (sum, max, min, prod) and, in a GEMM's epilogue, the accumulator. Row ops
 lower to their textbook passes: softmax = max, then sum of exp(x - max), then exp(x - max) / sum;
 layer_norm = mean, then the mean of squared deviations (two-pass), then the normalised row.
 
@@ -21,6 +21,7 @@ from agent.fusion.ir import Ref, Term, broadcast_terms, numel
 from agent.fusion.plan import Kernel, Plan
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's eps=None
+PLAIN_REDUCTIONS = {"sum": "sum", "amax": "max", "amin": "min", "prod": "prod"}  # IR op -> reduce
 
 
 @dataclass
@@ -124,6 +125,14 @@ class Body:
                 stack += list(node.args)
         return [n for n in self.nodes if n.id in seen and n.level == "row"]
 
+    def reads(self) -> list[str]:
+        """The buffers the kernel loads, each once, in first-use order."""
+        return list(dict.fromkeys(n.buffer for n in self.nodes if n.kind == "load"))
+
+    def writes(self) -> list[str]:
+        """The buffers the kernel writes, each once, in output order."""
+        return list(dict.fromkeys(o.buffer for o in self.outputs))
+
     def elem_outputs(self) -> list[Output]:
         return [o for o in self.outputs if o.level == "elem"]
 
@@ -147,6 +156,18 @@ def row_passes(body: Body) -> list[tuple[str, list[BNode], list[int]]]:
 
 def buffer_name(ref: Ref, names: dict[tuple[str, str], str]) -> str:
     return names[(ref.kind, ref.name)]
+
+
+def scan_operands(plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]) -> tuple[str, str]:
+    """The buffers a scan kernel reads and writes (its one node, always materialised)."""
+    node = plan.graph.node_by_name[kernel.nodes[0]]
+    return buffer_name(plan.resolve(node.args[0]), names), names[("node", node.name)]
+
+
+def gemm_operands(plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]) -> tuple[str, str]:
+    """The buffers of a GEMM kernel's A and B (through reshape/identity aliases)."""
+    g = kernel.gemm
+    return buffer_name(plan.resolve(g.a), names), buffer_name(plan.resolve(g.b), names)
 
 
 class _Lowering:
@@ -199,12 +220,17 @@ class _Lowering:
         x_shape = self.graph.shape_of(x_ref)
         x = self.arg(x_ref, x_shape, "elem")
         op = node.op
-        if op in ("sum", "amax", "amin"):
-            red = body.reduce({"sum": "sum", "amax": "max", "amin": "min"}[op], x)
+        if op in PLAIN_REDUCTIONS:
+            red = body.reduce(PLAIN_REDUCTIONS[op], x)
             return body.op("identity", [red], "row")
         if op == "mean":
             total = body.reduce("sum", x)
             return body.op("div", [total, body.const(cols, "row")], "row")
+        if op == "logsumexp":  # max + log(sum(exp(x - max))): no overflow
+            top = body.reduce("max", x)
+            e = body.op("exp", [body.op("sub", [x, top], "elem")], "elem")
+            log_total = body.op("log", [body.reduce("sum", e)], "row")
+            return body.op("add", [log_total, top], "row")
         if op in ("softmax", "log_softmax"):
             top = body.reduce("max", x)
             shifted = body.op("sub", [x, top], "elem")

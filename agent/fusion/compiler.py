@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from agent.fusion import cpu_codegen, cuda_codegen
-from agent.fusion.body import lower_kernel
+from agent.fusion import cpu, cuda
 from agent.fusion.ir import IRError, parse_graph
 from agent.fusion.model_codegen import (
     binding_source,
@@ -12,9 +11,11 @@ from agent.fusion.model_codegen import (
     tensor_args,
 )
 from agent.fusion.plan import plan_graph
-from agent.fusion.program import FusionProgram, KernelSource
+from agent.fusion.program import FusionProgram
+from agent.fusion.split_reductions import split_reductions
 
-TARGETS = ("cuda", "cpu")
+TARGET_PACKAGES = {"cuda": cuda, "cpu": cpu}  # each: GENERATORS (kernel kind ->) and kernel_file
+TARGETS = tuple(TARGET_PACKAGES)
 KERNEL_FILE = {"cuda": "kernels/fused.cu", "cpu": "kernels/fused.cpp"}
 BINDING_FILE = "kernels/fused_binding.cpp"
 MODEL_FILE = "model_new.py"
@@ -37,38 +38,15 @@ def compile_graph(
         return FusionProgram(
             target, unsupported=[f"target {target!r}: the fusion compiler generates cuda or cpu"]
         )
+    parsed = split_reductions(parsed)
     plan = plan_graph(parsed)
     if plan.unsupported:
         return FusionProgram(target, unsupported=plan.unsupported)
 
     names = buffer_names(parsed, plan)
-    sources: list[KernelSource] = []
-    work: dict[str, int] = {}
-    for kernel in plan.kernels:
-        if kernel.kind == "gemm":
-            g = kernel.gemm
-            a, b = (names[(r.kind, r.name)] for r in (plan.resolve(g.a), plan.resolve(g.b)))
-            if target == "cuda":
-                trivial = g.bias is None and len(kernel.nodes) == 1
-                scratch = None if trivial else f"w_{kernel.name}_product"
-                if scratch:
-                    work[scratch] = kernel.numel
-                body = lower_kernel(plan, kernel, names, acc_buffer=scratch)
-                source = cuda_codegen.gemm_source(kernel, body, a, b, scratch, allow_tf32)
-            else:
-                body = lower_kernel(plan, kernel, names)
-                source = cpu_codegen.gemm_source(kernel, body, a, b)
-        else:
-            body = lower_kernel(plan, kernel, names)
-            if kernel.kind == "row_reduction":
-                codegen = cuda_codegen if target == "cuda" else cpu_codegen
-                source = codegen.row_source(kernel, body)
-            elif target == "cuda":
-                source = cuda_codegen.pointwise_source(kernel, body)
-            else:
-                last = parsed.node_by_name[kernel.nodes[-1]]
-                source = cpu_codegen.pointwise_source(kernel, body, last.shape)
-        sources.append(source)
+    generators = TARGET_PACKAGES[target].GENERATORS
+    sources = [generators[k.kind](plan, k, names, allow_tf32) for k in plan.kernels]
+    work = {buffer: count for s in sources for buffer, count in s.work.items()}
 
     if not tensor_args(parsed, plan, names, sources):
         return FusionProgram(target, unsupported=["the graph reads no input or parameter tensor"])
@@ -82,9 +60,7 @@ def compile_graph(
     )
     if target == "cuda":
         header += '\n// No torch headers: kernels/fused_binding.cpp calls the extern "C" launchers.'
-        kernels_text = cuda_codegen.fused_cu(sources, header)
-    else:
-        kernels_text = cpu_codegen.fused_cpp(sources, header)
+    kernels_text = TARGET_PACKAGES[target].kernel_file(sources, header)
 
     def model_new(launch: dict[str, dict[str, int]]) -> str:
         return model_new_source(parsed, plan, names, sources, launch, summary)

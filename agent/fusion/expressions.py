@@ -37,9 +37,14 @@ BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 POINTWISE_OPS = frozenset(UNARY) | frozenset(PARAMETRISED) | frozenset(BINARY)
 
 # Reductions: identity element and how two partial results combine.
-REDUCE_INIT = {"sum": "0.0f", "max": "-INFINITY", "min": "INFINITY"}
-REDUCE_COMBINE = {"sum": "{a} + {b}", "max": "fmaxf({a}, {b})", "min": "fminf({a}, {b})"}
-OMP_REDUCTION = {"sum": "+", "max": "max", "min": "min"}
+REDUCE_INIT = {"sum": "0.0f", "max": "-INFINITY", "min": "INFINITY", "prod": "1.0f"}
+REDUCE_COMBINE = {
+    "sum": "{a} + {b}",
+    "max": "fmaxf({a}, {b})",
+    "min": "fminf({a}, {b})",
+    "prod": "{a} * {b}",
+}
+OMP_REDUCTION = {"sum": "+", "max": "max", "min": "min", "prod": "*"}
 
 GELU_EXACT = "0.5f * {x} * (1.0f + erff({x} * 0.70710678118654752440f))"
 GELU_TANH = (
@@ -158,3 +163,20 @@ def reduce_init(op: str) -> str:
 
 def reduce_combine(op: str, acc: str, value: str) -> str:
     return REDUCE_COMBINE[op].format(a=acc, b=value)
+
+
+def statements(nodes, ref, indent: str, dialect: str, prefix: str = "e") -> list[str]:
+    """`const float <prefix><id> = <expr>;` for every op node of `nodes` (body nodes, in order),
+    `ref(id)` naming each operand as the generator stores it."""
+    lines = []
+    for n in nodes:
+        if n.kind == "op":
+            expr = pointwise(n.op, n.attrs, [ref(a) for a in n.args], dialect)
+            lines.append(f"{indent}const float {prefix}{n.id} = {expr};")
+    return lines
+
+
+def row_statements(body, depth: int, ref, indent: str, dialect: str) -> list[str]:
+    """The row-level ops known once `depth` reductions have finished, as `s<id>` values."""
+    nodes = [n for n in body.nodes if n.kind == "op" and n.level == "row" and n.depth == depth]
+    return statements(nodes, ref, indent, dialect, prefix="s")

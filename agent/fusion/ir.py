@@ -256,24 +256,51 @@ class RowSplit:
 
 
 def split_rows(terms: tuple[Term, ...], total: int, cols: int) -> RowSplit | None:
-    """The terms as row part + column part for flat index r * cols + c; None when a term mixes
-    rows and columns (then the index is computed per element from the flat index)."""
-    if cols <= 0 or total % cols:
+    """The terms as row part + column part for flat index r * cols + c, the column read with
+    stride 0 or 1; None when a term mixes rows and columns (then the index is computed per
+    element from the flat index)."""
+    split = split_axis(terms, total, cols, 1)
+    return split if split is not None and split.col in (0, 1) else None
+
+
+def split_axis(terms: tuple[Term, ...], total: int, cols: int, inner: int) -> RowSplit | None:
+    """The terms as row part + column part over the element space (outer, cols, inner): row r
+    is (o, i) = (r // inner, r % inner), column c, flat index (o * cols + c) * inner + i. The
+    column part is c * col; None when a term reads part of the column axis, or mixes it with
+    the others in a way that does not split."""
+    span = cols * inner
+    if cols <= 0 or inner <= 0 or total % span:
         return None
-    row_terms = []
+    row_terms: list[tuple[int, int, int]] = []
     col = 0
     for t in terms:
-        if t.div % cols == 0:
-            row_terms.append((t.div // cols, t.mod, t.mult))
-        elif t.div == 1 and (t.mod % cols == 0 or t.mod * t.div >= total):
-            if t.mult != 1 or col:
-                return None
-            col = 1
-            if t.mod > cols:
-                row_terms.append((1, t.mod // cols, cols))
-        else:
+        pieces = _cut(t, (inner, span))
+        if pieces is None:
             return None
+        for lo, hi, mult in pieces:  # digits [lo, hi) of the flat index, times mult
+            if hi <= inner and inner % hi == 0:  # within i: the same digits of r
+                row_terms.append((lo, hi // lo, mult))
+            elif lo >= span and lo % span == 0:  # within o: r's digits are inner/span of them
+                row_terms.append((lo // cols, hi // lo, mult))
+            elif (lo, hi) == (inner, span) and not col:
+                col = mult
+            else:
+                return None
     return RowSplit(tuple(row_terms), col)
+
+
+def _cut(term: Term, bounds: tuple[int, ...]) -> list[tuple[int, int, int]] | None:
+    """A term's digits [div, div * mod) cut at the boundaries it crosses, as (lo, hi, mult)
+    pieces; None when a boundary falls inside one of its digits (no exact cut)."""
+    pieces, lo, hi, mult = [], term.div, term.div * term.mod, term.mult
+    for bound in bounds:
+        if lo < bound < hi:
+            if bound % lo or hi % bound:
+                return None
+            pieces.append((lo, bound, mult))
+            mult, lo = mult * (bound // lo), bound
+    pieces.append((lo, hi, mult))
+    return pieces
 
 
 def row_base(split: RowSplit, rows: int, row: str) -> str:

@@ -21,6 +21,8 @@ from agent.fusion.plan import Plan
 from agent.fusion.program import KernelSource
 
 FUNCTION = "fused_forward"
+# Buffer dtypes registered as they are (a name from the IR becomes code only from this list).
+OTHER_BUFFER_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8", "bool", "float64"})
 
 
 def c_identifier(text: str) -> str:
@@ -256,8 +258,9 @@ def model_new_source(
         parent, _, leaf = t.name.rpartition(".")
         owner = "self" if not parent else f"self.get_submodule({parent!r})"
         shape = repr(tuple(t.shape))
-        if t.kind == "buffer":
-            init.append(f"        {owner}.register_buffer({leaf!r}, torch.empty({shape}))")
+        if t.kind == "buffer":  # any dtype: one no kernel reads (num_batches_tracked) is kept
+            dtype = f", dtype=torch.{t.dtype}" if t.dtype in OTHER_BUFFER_DTYPES else ""
+            init.append(f"        {owner}.register_buffer({leaf!r}, torch.empty({shape}{dtype}))")
         else:
             init.append(
                 f"        {owner}.register_parameter({leaf!r}, nn.Parameter(torch.empty({shape})))"

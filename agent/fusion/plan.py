@@ -6,13 +6,17 @@ starts a new kernel:
 - matmul-class nodes (linear, mm, matmul, bmm) start a `gemm` kernel; the pointwise nodes that
   follow over the same elements join it as its epilogue (bias, activation, scaling...);
 - a reduction, softmax, log_softmax, layer_norm or rms_norm along the last dim(s) starts a
-  `row_reduction` kernel over (rows, cols), taking over the pointwise group that produced its
+  `row_reduction` kernel over (rows, cols); a reduction or softmax along other dims (adjacent
+  ones) starts an `axis_reduction` kernel over (outer, cols, inner), read in place, whose "rows"
+  are its outer x inner outputs. Either takes over the pointwise group that produced its
   input (the prologue, e.g. x + residual); later pointwise nodes join it either per element
   ("elem": shape rows x cols, reading row scalars broadcast along the row, e.g. * weight + bias,
   or x - max(x) in a softmax written by hand) or per row ("row": one value a row, e.g. var + eps);
   further reductions over its elements join it too (two-pass layer_norm, softmax by hand);
 - other pointwise nodes join the pointwise group of their input when the element count matches,
   else start a `pointwise` kernel;
+- a scan (cumsum, cumprod) along any dim is a `scan` kernel of its own over (rows, cols, inner),
+  as an axis kernel's; nothing else joins it;
 - reshape and identity are free: they alias the buffer of their input.
 
 A node may join kernel K only when every other kernel it reads from comes earlier than K, so
@@ -27,9 +31,11 @@ from dataclasses import dataclass, field
 from agent.fusion.expressions import POINTWISE_OPS
 from agent.fusion.ir import Graph, Node, Ref, Term, broadcast_terms, is_identity, numel
 
-REDUCTIONS = frozenset({"sum", "mean", "amax", "amin"})
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "logsumexp"})
 ROW_OPS = REDUCTIONS | {"softmax", "log_softmax", "layer_norm", "rms_norm"}
 MATMULS = frozenset({"linear", "matmul", "mm", "bmm"})
+REDUCING_KINDS = frozenset({"row_reduction", "axis_reduction"})
+SCANS = frozenset({"cumsum", "cumprod"})
 LAYOUT = frozenset({"reshape", "identity"})
 INT32_MAX = 2**31 - 1
 
@@ -58,12 +64,15 @@ class GemmShape:
 @dataclass
 class Kernel:
     index: int
-    kind: str  # "pointwise" | "row_reduction" | "gemm"
+    kind: str  # "pointwise" | "row_reduction" | "axis_reduction" | "scan" | "gemm"
     nodes: list[str] = field(default_factory=list)  # computed here, in graph order
     aliases: list[str] = field(default_factory=list)  # reshape/identity of values computed here
     numel: int = 0  # elements of the element space
-    rows: int = 0  # row kernels: the row space is rows x cols
+    rows: int = 0  # reducing kernels: the row space is rows x cols
     cols: int = 0
+    inner: int = (
+        1  # axis kernels: rows = outer x inner, element (o, c, i) at (o*cols + c)*inner + i
+    )
     gemm: GemmShape | None = None
     name: str = ""
 
@@ -96,40 +105,27 @@ def _why(node: Node, reason: str) -> str:
 # ---- geometry ----------------------------------------------------------------------------------
 
 
-def row_geometry(graph: Graph, node: Node) -> tuple[int, int]:
-    """(rows, cols) of a row op: it reduces or normalises contiguous rows of `cols` elements."""
+def row_geometry(graph: Graph, node: Node) -> tuple[int, int, int]:
+    """(rows, cols, inner) of a row op: it reduces or normalises `cols` elements, `inner` apart,
+    for each of `rows` outputs (rows = outer x inner; inner = 1: contiguous rows)."""
     if not node.args or not node.args[0].is_tensor:
         raise Unplaceable("its input is not a tensor")
     shape = graph.shape_of(node.args[0])
     rank = len(shape)
     total = numel(shape)
     if node.op in REDUCTIONS:
-        dims = node.attrs.get("dim")
-        if dims is None or dims == []:
-            dims = list(range(rank))
-        if isinstance(dims, int):
-            dims = [dims]
-        dims = sorted({int(d) % rank for d in dims}) if rank else []
-        if dims != list(range(rank - len(dims), rank)):
-            raise Unplaceable(
-                f"reduces over dim(s) {dims} of a rank-{rank} tensor {list(shape)}: only "
-                "reductions over the last dim(s) are supported in v1"
-            )
-        cols = numel(shape[rank - len(dims) :])
-    elif node.op in ("softmax", "log_softmax"):
+        first, last = _reduced_block(shape, node.attrs.get("dim"))
+    elif node.op in ("softmax", "log_softmax") or node.op in SCANS:
         if rank == 0:
             raise Unplaceable("softmax of a 0-d tensor")
-        dim = int(node.attrs.get("dim", -1)) % rank
-        if any(d != 1 for d in shape[dim + 1 :]):
-            raise Unplaceable(
-                f"along dim {dim} of {list(shape)}: only the last dim is supported in v1"
-            )
-        cols = shape[dim]
+        first = last = int(node.attrs.get("dim", -1)) % rank
     else:  # layer_norm, rms_norm
         normalized = list(node.attrs.get("normalized_shape") or [])
         if not normalized or list(shape[rank - len(normalized) :]) != normalized:
             raise Unplaceable(f"normalized_shape {normalized} is not the trailing dims of {shape}")
-        cols = numel(normalized)
+        first, last = rank - len(normalized), rank - 1
+    cols = numel(shape[first : last + 1])
+    inner = numel(shape[last + 1 :])
     if total == 0 or cols == 0:
         raise Unplaceable("zero-size tensors are not supported")
     rows = total // cols
@@ -137,7 +133,30 @@ def row_geometry(graph: Graph, node: Node) -> tuple[int, int]:
     expected = rows if node.op in REDUCTIONS else total
     if out != expected:
         raise Unplaceable(f"output shape {list(node.shape)} does not match its input {shape}")
-    return rows, cols
+    return rows, cols, inner
+
+
+def _reduced_block(shape: tuple[int, ...], dims) -> tuple[int, int]:
+    """The first and last dim of the block a reduction covers; size-1 dims count either way, so
+    dims [1, 3] of [N, C, 1, W] are the block 1..3. Dims that leave a kept dim between them are
+    not one block (not supported)."""
+    rank = len(shape)
+    if dims is None or dims == []:
+        dims = list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    dims = sorted({int(d) % rank for d in dims}) if rank else []
+    wide = [d for d in dims if shape[d] != 1]
+    if not wide:  # nothing to reduce: each element is its own output
+        return rank, rank - 1
+    first, last = wide[0], wide[-1]
+    kept = [d for d in range(first, last + 1) if d not in dims and shape[d] != 1]
+    if kept:
+        raise Unplaceable(
+            f"reduces over dim(s) {dims} of {list(shape)}, which keeps dim(s) {kept} between "
+            "them: only a block of adjacent reduced dims is supported"
+        )
+    return first, last
 
 
 def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
@@ -187,7 +206,7 @@ def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
 
 
 def _check_node(graph: Graph, node: Node) -> None:
-    known = POINTWISE_OPS | ROW_OPS | MATMULS | LAYOUT
+    known = POINTWISE_OPS | ROW_OPS | SCANS | MATMULS | LAYOUT
     if node.op not in known:
         raise Unplaceable("no kernel template for this op")
     if node.dtype != "float32":
@@ -214,7 +233,7 @@ def _check_node(graph: Graph, node: Node) -> None:
                     f"{ref.describe()} {list(graph.shape_of(ref))} does not broadcast to "
                     f"{list(node.shape)}"
                 )
-    elif node.op in ROW_OPS:
+    elif node.op in ROW_OPS or node.op in SCANS:
         row_geometry(graph, node)
         if node.op in ("layer_norm", "rms_norm"):
             x_shape = graph.shape_of(node.args[0])
@@ -240,6 +259,14 @@ def _live(graph: Graph) -> set[str]:
 
 
 # ---- the planner -------------------------------------------------------------------------------
+
+
+def _row_scalar_terms(kernel: Kernel) -> tuple[Term, ...]:
+    """How an element of a reducing kernel reads its row's value (output (o, i) of element
+    (o, c, i)): the terms of [outer, 1, inner] broadcast over [outer, cols, inner]."""
+    outer = kernel.rows // kernel.inner
+    space = (outer, kernel.cols, kernel.inner)
+    return broadcast_terms((outer, 1, kernel.inner), space)
 
 
 class _Planner:
@@ -283,6 +310,8 @@ class _Planner:
 
     def pointwise_level(self, node: Node, kernel: Kernel) -> str | None:
         """The level at which `node` can be computed inside `kernel`, or None."""
+        if kernel.kind == "scan":  # a scan kernel is the scan alone
+            return None
         total = numel(node.shape)
         inside = self.in_kernel_args(node, kernel)
         shape_of = self.graph.shape_of
@@ -294,16 +323,14 @@ class _Planner:
                 if arg_level == level:
                     ok = is_identity(terms, total)
                 elif level == "elem":  # a row scalar, read once for every element of its row
-                    ok = terms == (Term(kernel.cols, kernel.rows, 1),) or (
-                        kernel.rows == 1 and terms == ()
-                    )
+                    ok = terms == _row_scalar_terms(kernel)
                 else:
                     ok = False
                 if not ok:
                     return False
             return True
 
-        if kernel.kind != "row_reduction":
+        if kernel.kind not in REDUCING_KINDS:
             return "elem" if total == kernel.numel and fits("elem") else None
         options = []
         if total == kernel.rows:
@@ -314,6 +341,25 @@ class _Planner:
             if fits(level):
                 return level
         return None
+
+    def place_row_op(self, node: Node, latest: Kernel | None) -> None:
+        """Joins the kernel of its input when that one reduces the same way or is the pointwise
+        group that produced it (the prologue), else starts a reducing kernel."""
+        rows, cols, inner = row_geometry(self.graph, node)
+        kind = "row_reduction" if inner == 1 else "axis_reduction"
+        level = "row" if node.op in REDUCTIONS else "elem"
+        x = self.resolve(node.args[0])
+        home = self.kernels[self.kernel_of[x.name]] if x.kind == "node" else None
+        if home is not None and home is latest and self.level[x.name] == "elem":
+            if home.kind == kind and (home.rows, home.cols, home.inner) == (rows, cols, inner):
+                self.join(home, node, level)
+                return
+            if home.kind == "pointwise" and home.numel == rows * cols:
+                home.kind, home.rows, home.cols, home.inner = kind, rows, cols, inner
+                self.join(home, node, level)
+                return
+        kernel = self.new_kernel(kind, numel=rows * cols, rows=rows, cols=cols, inner=inner)
+        self.join(kernel, node, level)
 
     def place(self, node: Node) -> None:
         graph = self.graph
@@ -330,21 +376,13 @@ class _Planner:
             kernel = self.new_kernel("gemm", numel=numel(node.shape), gemm=gemm)
             self.join(kernel, node, "elem")
             return
+        if node.op in SCANS:
+            rows, cols, inner = row_geometry(graph, node)
+            kernel = self.new_kernel("scan", numel=rows * cols, rows=rows, cols=cols, inner=inner)
+            self.join(kernel, node, "elem")
+            return
         if node.op in ROW_OPS:
-            rows, cols = row_geometry(graph, node)
-            level = "row" if node.op in REDUCTIONS else "elem"
-            x = self.resolve(node.args[0])
-            home = self.kernels[self.kernel_of[x.name]] if x.kind == "node" else None
-            if home is not None and home is latest and self.level[x.name] == "elem":
-                if home.kind == "row_reduction" and (home.rows, home.cols) == (rows, cols):
-                    self.join(home, node, level)
-                    return
-                if home.kind == "pointwise" and home.numel == rows * cols:
-                    home.kind, home.rows, home.cols = "row_reduction", rows, cols
-                    self.join(home, node, level)
-                    return
-            kernel = self.new_kernel("row_reduction", numel=rows * cols, rows=rows, cols=cols)
-            self.join(kernel, node, level)
+            self.place_row_op(node, latest)
             return
         if latest is not None:
             level = self.pointwise_level(node, latest)
@@ -425,6 +463,6 @@ def _label(graph: Graph, kernel: Kernel) -> str:
     if kernel.kind == "pointwise":
         return "pointwise"
     ops = [graph.node_by_name[n].op for n in kernel.nodes]
-    if kernel.kind == "gemm":
+    if kernel.kind in ("gemm", "scan"):
         return ops[0]
     return next(op for op in ops if op in ROW_OPS)

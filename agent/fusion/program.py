@@ -29,6 +29,7 @@ class KernelSource:
     launch: dict[str, int]  # defaults, in launcher argument order
     tunables: dict[str, list[int]]
     description: str
+    work: dict[str, int] = field(default_factory=dict)  # scratch buffer -> floats (GEMM product)
 
     def info(self) -> KernelInfo:
         return KernelInfo(

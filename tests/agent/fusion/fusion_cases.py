@@ -1,6 +1,7 @@
 """Hand-written Graph IR (docs/fusion.md) for the patterns the fusion compiler plans, each with a
-KernelBench-format problem computing the same thing. Sizes are parameters: small ones for the
-cpu target's tests, large ones for benchmarks on a GPU."""
+KernelBench-format problem computing the same thing (norm_layers' and losses' IR is the capture's
+lowering of their problem, since those calls lower to many nodes). Sizes are parameters: small
+ones for the cpu target's tests, large ones for benchmarks on a GPU."""
 
 from __future__ import annotations
 
@@ -400,6 +401,329 @@ def bmm_log_softmax(batch: int = 4, m: int = 16, k: int = 24, n: int = 20) -> Ca
     )
 
 
+def _stateless(doc: str, forward: str, *shapes: tuple[int, ...], scale: float = 1.0) -> str:
+    """A problem whose Model has no state: its docstring, forward's source (indented as in a
+    class), and random inputs of `shapes`."""
+    model = (
+        f'class Model(nn.Module):\n    """{doc}"""\n\n    def __init__(self):\n'
+        f"        super().__init__()\n\n{forward}"
+    )
+    inputs = _inputs(*shapes, scale=scale)
+    return HEADER + model + inputs + "\n\ndef get_init_inputs():\n    return []\n"
+
+
+# ---- reductions and softmax along a middle or leading dim (axis kernels) ----------------------
+
+
+def axis_reductions(a: int = 3, c: int = 33, w: int = 40) -> Case:
+    """Four reductions of one tensor, each along another dim: four axis kernels."""
+    x = [a, c, w]
+    ir = graph(
+        [tensor("x", x)],
+        [],
+        [
+            node("total", "sum", [inp("x")], [a, 1, w], dim=[1], keepdim=True),
+            node("half", "mul", [nd("total"), const(0.5)], [a, 1, w]),
+            node("avg", "mean", [inp("x")], [c, w], dim=[0], keepdim=False),
+            node("top", "amax", [inp("x")], [a, w], dim=[1], keepdim=False),
+            node("tenth", "mul", [inp("x"), const(0.1)], x),
+            node("near_one", "add", [nd("tenth"), const(1.0)], x, alpha=1),
+            node("product", "prod", [nd("near_one")], [c, w], dim=[0], keepdim=False),
+        ],
+        ["half", "avg", "top", "product"],
+    )
+    forward = """    def forward(self, x):
+        product = torch.prod(x * 0.1 + 1.0, dim=0)
+        return x.sum(1, keepdim=True) * 0.5, x.mean(0), torch.max(x, dim=1)[0], product
+"""
+    problem = _stateless(
+        "x.sum(1, keepdim=True) * 0.5, x.mean(0), torch.max(x, dim=1)[0], a product along 0.",
+        forward,
+        (a, c, w),
+    )
+    kinds = ("axis_reduction",) * 4
+    nodes = (("total", "half"), ("avg",), ("top",), ("tenth", "near_one", "product"))
+    return Case("axis_reductions", ir, problem, kinds, nodes)
+
+
+def axis_softmax(n: int = 4, c: int = 37, h: int = 3, w: int = 5, long: int = 1100) -> Case:
+    """softmax(x * 2) over channels of NCHW, with a scaled prologue; min over a size-1 dim and
+    the next; a sum over a long middle dim (longer than a block)."""
+    x, y, z = [n, c, h, w], [5, 1, 6, 2], [2, long, 3]
+    ir = graph(
+        [tensor("x", x), tensor("y", y), tensor("z", z)],
+        [],
+        [
+            node("scaled", "mul", [inp("x"), const(2.0)], x),
+            node("probs", "softmax", [nd("scaled")], x, dim=1),
+            node("low", "amin", [inp("y")], [5, 1, 1, 2], dim=[1, 2], keepdim=True),
+            node("long_sum", "sum", [inp("z")], [2, 3], dim=[1], keepdim=False),
+        ],
+        ["probs", "low", "long_sum"],
+    )
+    forward = """    def forward(self, x, y, z):
+        low = torch.amin(y, dim=(1, 2), keepdim=True)
+        return torch.softmax(x * 2.0, dim=1), low, z.sum(dim=1)
+"""
+    problem = _stateless(
+        "softmax over channels, amin over a size-1 dim and the next, a sum along a long dim.",
+        forward,
+        (n, c, h, w),
+        (5, 1, 6, 2),
+        (2, long, 3),
+    )
+    kinds = ("axis_reduction",) * 3
+    return Case("axis_softmax", ir, problem, kinds, (("scaled", "probs"), ("low",), ("long_sum",)))
+
+
+def axis_normalise_by_hand(n: int = 6, c: int = 9, w: int = 17) -> Case:
+    """x / (x.abs().sum(dim=1, keepdim=True) + 1e-6): the row value read back by every element
+    of its axis, in one two-sweep axis kernel."""
+    x, row = [n, c, w], [n, 1, w]
+    nodes = ("mag", "l1", "l1_eps", "normed")
+    ir = graph(
+        [tensor("x", x)],
+        [],
+        [
+            node("mag", "abs", [inp("x")], x),
+            node("l1", "sum", [nd("mag")], row, dim=[1], keepdim=True),
+            node("l1_eps", "add", [nd("l1"), const(1e-6)], row, alpha=1),
+            node("normed", "div", [inp("x"), nd("l1_eps")], x),
+        ],
+        ["normed"],
+    )
+    forward = """    def forward(self, x):
+        return x / (x.abs().sum(dim=1, keepdim=True) + 1e-6)
+"""
+    problem = _stateless("An L1 normalisation along dim 1.", forward, (n, c, w))
+    return Case("axis_normalise_by_hand", ir, problem, ("axis_reduction",), (nodes,))
+
+
+def reductions_over_dims_apart(n: int = 5, c: int = 6, h: int = 3, w: int = 4) -> Case:
+    """x.mean(dim=(0, 2, 3)) as BatchNorm by hand writes it, and amax over dims 0 and 2: each a
+    chain (the later block first) of a row or axis kernel and an axis kernel."""
+    x = [n, c, h, w]
+    ir = graph(
+        [tensor("x", x)],
+        [],
+        [
+            node("channel_mean", "mean", [inp("x")], [c], dim=[0, 2, 3], keepdim=False),
+            node("peak", "amax", [inp("x")], [1, c, 1, w], dim=[0, 2], keepdim=True),
+        ],
+        ["channel_mean", "peak"],
+    )
+    forward = """    def forward(self, x):
+        return x.mean(dim=(0, 2, 3)), torch.amax(x, dim=(0, 2), keepdim=True)
+"""
+    problem = _stateless(
+        "Reductions over dims that keep a dim between them.", forward, (n, c, h, w)
+    )
+    kinds = ("row_reduction", "axis_reduction", "axis_reduction", "axis_reduction")
+    nodes = (("channel_mean.part0",), ("channel_mean",), ("peak.part0",), ("peak",))
+    return Case("reductions_over_dims_apart", ir, problem, kinds, nodes)
+
+
+def long_row_reductions(rows: int = 64, cols: int = 2048) -> Case:
+    """A whole-tensor MSE and a max over long rows: few rows, so each reduction runs in two
+    stages (parts of 512, then the parts), its prologue in the first."""
+    x, every = [rows, cols], [0, 1]
+    ir = graph(
+        [tensor("a", x), tensor("b", x)],
+        [],
+        [
+            node("diff", "sub", [inp("a"), inp("b")], x, alpha=1),
+            node("square", "mul", [nd("diff"), nd("diff")], x),
+            node("loss", "mean", [nd("square")], [], dim=every, keepdim=False),
+            node("peak", "amax", [inp("a")], [rows, 1], dim=[1], keepdim=True),
+        ],
+        ["loss", "peak"],
+    )
+    forward = """    def forward(self, a, b):
+        return torch.mean((a - b) ** 2), a.amax(dim=1, keepdim=True)
+"""
+    problem = _stateless("A whole-tensor MSE and a max over long rows.", forward, x, x)
+    nodes = (
+        ("diff", "square", "loss.partial", "loss.chunks"),
+        ("loss.total", "loss"),
+        ("peak.partial",),  # its chunks view an input: no kernel's alias
+        ("peak.total", "peak"),
+    )
+    return Case("long_row_reductions", ir, problem, ("row_reduction",) * 4, nodes)
+
+
+def logsumexp_two_ways(a: int = 5, c: int = 7, w: int = 300) -> Case:
+    """logsumexp over the last dim (a row kernel) and over dim 1 (an axis kernel), keepdim."""
+    x = [a, c, w]
+    ir = graph(
+        [tensor("x", x)],
+        [],
+        [
+            node("lse_rows", "logsumexp", [inp("x")], [a, c], dim=[2], keepdim=False),
+            node("lse_axis", "logsumexp", [inp("x")], [a, 1, w], dim=[1], keepdim=True),
+        ],
+        ["lse_rows", "lse_axis"],
+    )
+    forward = """    def forward(self, x):
+        return torch.logsumexp(x, dim=-1), x.logsumexp(1, keepdim=True)
+"""
+    problem = _stateless(
+        "torch.logsumexp along the last dim and along dim 1.", forward, (a, c, w), scale=10.0
+    )
+    kinds = ("row_reduction", "axis_reduction")
+    return Case("logsumexp_two_ways", ir, problem, kinds, (("lse_rows",), ("lse_axis",)))
+
+
+NORM_LAYERS_MODEL = '''class Model(nn.Module):
+    """The norm layers and normalisations KernelBench writes, side by side."""
+
+    def __init__(self, channels, groups):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(channels)
+        self.bn_eval = nn.BatchNorm2d(channels).eval()
+        self.inorm = nn.InstanceNorm2d(channels, affine=True)
+        self.gn = nn.GroupNorm(groups, channels)
+
+    def forward(self, x):
+        rms = x / torch.sqrt(torch.mean(x**2, dim=1, keepdim=True) + 1e-5)
+        return (
+            self.bn(x),
+            self.bn_eval(x),
+            self.inorm(x),
+            self.gn(x),
+            F.normalize(x, dim=1),
+            x / torch.norm(x),
+            torch.linalg.vector_norm(x, ord=3, dim=(2, 3)),
+            rms,
+        )
+'''
+
+
+def _captured_ir(problem: str, init_inputs: list, inputs: list) -> dict:
+    """The IR the capture lowers `problem` to (in-process: the problem is ours)."""
+    import torch
+
+    from gpu_workers.harness.graph import lower
+
+    scope: dict = {}
+    exec(compile(problem, "problem", "exec"), scope)  # noqa: S102 - our own source
+    torch.manual_seed(0)
+    return lower(scope["Model"](*init_inputs), [torch.randn(*s) for s in inputs], "cpu")
+
+
+def norm_layers(n: int = 4, c: int = 6, h: int = 5, w: int = 7, groups: int = 3) -> Case:
+    """BatchNorm (training and eval), InstanceNorm, GroupNorm, F.normalize, x / ||x||, a p-norm
+    and KernelBench's hand-written RMSNorm over dim 1, as the capture lowers them."""
+    problem = (
+        HEADER
+        + NORM_LAYERS_MODEL
+        + _inputs((n, c, h, w))
+        + f"\n\ndef get_init_inputs():\n    return [{c}, {groups}]\n"
+    )
+    ir = _captured_ir(problem, [c, groups], [(n, c, h, w)])
+    axis, row, pointwise = "axis_reduction", "row_reduction", "pointwise"
+    kinds = (axis, row, axis, row, axis, pointwise, pointwise, pointwise, row, row, axis, row, row)
+    nodes = (
+        ("pow_1", "mean", "add", "sqrt", "truediv"),  # RMSNorm over dim 1: one axis kernel
+        ("bn.mean.part0",),  # the mean over [0, 2, 3]: [2, 3] first
+        ("bn.mean",),
+        ("bn.centred", "bn.square", "bn.var.part0"),
+        ("bn.var", "bn.var_eps", "bn.rstd"),
+        ("bn.normed", "bn.scaled", "bn"),
+        ("bn_eval.var_eps", "bn_eval.rstd"),
+        ("bn_eval.centred", "bn_eval.normed", "bn_eval.scaled", "bn_eval"),
+        ("inorm.normed", "inorm.scaled", "inorm"),
+        ("gn.normed", "gn.scaled", "gn", "gn.ungrouped"),
+        ("normalize.square", "normalize.sum", "normalize.norm", "normalize.clamp", "normalize"),
+        ("norm.square", "norm.sum", "norm", "truediv_1"),
+        ("linalg_vector_norm.abs", "linalg_vector_norm.pow", "linalg_vector_norm.sum",
+         "linalg_vector_norm"),
+    )  # fmt: skip
+    return Case("norm_layers", ir, problem, kinds, nodes)
+
+
+LOSSES_MODEL = '''class Model(nn.Module):
+    """The losses KernelBench writes, side by side (modules and functionals)."""
+
+    def __init__(self):
+        super().__init__()
+        self.huber = nn.HuberLoss(delta=0.5)
+        self.triplet = nn.TripletMarginLoss(margin=1.0)
+        self.cosine = nn.CosineSimilarity(dim=1)
+
+    def forward(self, predictions, targets, negatives):
+        probs = torch.softmax(predictions, dim=-1)
+        target_probs = torch.softmax(targets, dim=-1)
+        return (
+            F.mse_loss(predictions, targets),
+            F.smooth_l1_loss(predictions, targets),
+            self.huber(predictions, targets),
+            torch.mean(torch.clamp(1 - predictions * targets, min=0)),
+            F.kl_div(torch.log(probs), target_probs, reduction="batchmean"),
+            torch.mean(1 - self.cosine(predictions, targets)),
+            self.triplet(predictions, targets, negatives),
+            F.l1_loss(predictions, targets, reduction="sum"),
+        )
+'''
+
+
+def losses(rows: int = 12, cols: int = 37) -> Case:
+    """MSE, smooth L1, Huber, hinge (by hand), KL divergence, cosine similarity, triplet margin
+    and L1 (sum), as the capture lowers them: whole-tensor means are one-row kernels."""
+    shape = (rows, cols)
+    problem = HEADER + LOSSES_MODEL + _inputs(shape, shape, shape)
+    problem += "\n\ndef get_init_inputs():\n    return []\n"
+    ir = _captured_ir(problem, [], [shape, shape, shape])
+    kinds = ("row_reduction",) * 15
+    nodes = (
+        ("softmax", "log"),
+        ("softmax_1", "kl_div.log_target", "kl_div.gap", "kl_div.term"),
+        ("mse_loss.diff", "mse_loss.square", "mse_loss"),
+        tuple(f"smooth_l1_loss.{s}" for s in HUBER_STEPS) + ("smooth_l1_loss",),
+        tuple(f"huber.{s}" for s in HUBER_STEPS) + ("huber",),
+        ("mul", "sub", "clamp", "mean"),
+        ("kl_div.sum", "kl_div"),
+        ("cosine.x1_square", "cosine.x1_sum", "cosine.x1_norm", "cosine.x1_floor"),
+        ("cosine.x2_square", "cosine.x2_sum", "cosine.x2_norm", "cosine.x2_floor", "cosine.scale"),
+        ("cosine.product", "cosine.dot", "cosine", "sub_1"),
+        ("mean_1",),
+        tuple(f"triplet.positive_{s}" for s in DISTANCE_STEPS),
+        tuple(f"triplet.negative_{s}" for s in DISTANCE_STEPS)
+        + ("triplet.gap", "triplet.margin", "triplet.hinge"),
+        ("triplet",),
+        ("l1_loss.diff", "l1_loss.abs", "l1_loss"),
+    )
+    return Case("losses", ir, problem, kinds, nodes)
+
+
+HUBER_STEPS = ("diff", "abs", "inside", "square", "quadratic", "beyond", "term")
+DISTANCE_STEPS = ("diff", "shifted", "square", "sum", "distance")
+
+
+def scans(a: int = 3, c: int = 37, w: int = 5, long: int = 1500) -> Case:
+    """cumsum along a middle dim after a prologue, cumprod along the last, a cumsum along a row
+    longer than a block followed by an epilogue: a scan kernel each, the rest pointwise."""
+    x, z = [a, c, w], [2, long]
+    ir = graph(
+        [tensor("x", x), tensor("z", z)],
+        [],
+        [
+            node("half", "mul", [inp("x"), const(0.5)], x),
+            node("running", "cumsum", [nd("half")], x, dim=1),
+            node("products", "cumprod", [inp("x")], x, dim=2),
+            node("long_sum", "cumsum", [inp("z")], z, dim=1),
+            node("doubled", "mul", [nd("long_sum"), const(2.0)], z),
+        ],
+        ["running", "products", "doubled"],
+    )
+    forward = """    def forward(self, x, z):
+        return torch.cumsum(x * 0.5, dim=1), torch.cumprod(x, dim=-1), z.cumsum(1) * 2.0
+"""
+    problem = _stateless("Scans along a middle dim, the last dim and a long row.", forward, x, z)
+    kinds = ("pointwise", "scan", "scan", "scan", "pointwise")
+    nodes = (("half",), ("running",), ("products",), ("long_sum",), ("doubled",))
+    return Case("scans", ir, problem, kinds, nodes)
+
+
 REQUIRED = [
     pointwise_gelu(),
     scaled_softmax(),
@@ -409,12 +733,23 @@ REQUIRED = [
     row_sum_keepdim(),
 ]
 EXTRA = [softmax_by_hand(), broadcast_zoo(), bmm_log_softmax(), activation_zoo()]
-ALL = REQUIRED + EXTRA
+AXIS = [
+    axis_reductions(),
+    axis_softmax(),
+    axis_normalise_by_hand(),
+    reductions_over_dims_apart(),
+    long_row_reductions(),
+    logsumexp_two_ways(),
+]
+NORMS = [norm_layers(), losses()]
+SCANS = [scans()]
+ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS
 
-AMAX_DIM0 = graph(
-    [tensor("x", [64, 256])],
+# dims 0 and 2 keep dim 1 between them: not one block of reduced dims
+AMAX_DIMS_0_2 = graph(
+    [tensor("x", [4, 5, 6])],
     [],
-    [node("amax", "amax", [inp("x")], [256], dim=[0], keepdim=False)],
+    [node("amax", "amax", [inp("x")], [5], dim=[0, 2], keepdim=False)],
     ["amax"],
 )
 

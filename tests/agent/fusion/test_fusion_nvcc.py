@@ -8,7 +8,15 @@ import shutil
 import subprocess
 
 import pytest
-from fusion_cases import ALL, bmm_log_softmax, residual_layer_norm, scaled_softmax
+from fusion_cases import (
+    ALL,
+    axis_reductions,
+    axis_softmax,
+    bmm_log_softmax,
+    residual_layer_norm,
+    scaled_softmax,
+    scans,
+)
 
 from agent.fusion import compile_graph
 
@@ -82,6 +90,9 @@ def test_fused_cu_compiles(case, tmp_path, include_flags):
         scaled_softmax(rows=8, cols=4099),  # odd rows: no float4, shared-memory cache
         residual_layer_norm(rows=3, cols=100_000),  # rows too long to cache at 1024 threads
         bmm_log_softmax(batch=2, m=3, k=5, n=7),
+        axis_softmax(n=3, c=5, h=1, w=33, long=5000),  # inner over one tile of 32 lanes
+        axis_reductions(a=2, c=2**16, w=2**15 + 1),  # past 2^31 elements: 64-bit indices
+        scans(a=2, c=3, w=70_000, long=3),  # short rows and long lines
     ],
     ids=lambda c: c.name,
 )

@@ -9,7 +9,7 @@ import copy
 import pytest
 from fusion_cases import (
     ALL,
-    AMAX_DIM0,
+    AMAX_DIMS_0_2,
     CAPTURE_FAILED,
     const,
     graph,
@@ -24,7 +24,8 @@ from fusion_cases import (
 )
 
 from agent.fusion import FusionProgram, compile_graph
-from agent.fusion.ir import Term, broadcast_terms, flat_index, split_rows
+from agent.fusion.ir import Term, broadcast_terms, flat_index, parse_graph, split_rows
+from agent.fusion.plan import plan_graph
 from gpu_workers.harness.source_gate import check_sources
 
 TARGETS = ("cpu", "cuda")
@@ -102,11 +103,34 @@ def test_summary_names_kernels_and_nodes():
     assert "cuBLAS" in summary
 
 
-def test_unsupported_reduction_over_dim_0():
-    program = compile_graph(AMAX_DIM0, "cuda")
+def test_the_planner_alone_refuses_dims_apart_and_the_compiler_splits_them():
+    alone = plan_graph(parse_graph(AMAX_DIMS_0_2))
+    (reason,) = alone.unsupported
+    assert reason.startswith("amax (amax): reduces over dim(s) [0, 2] of [4, 5, 6]")
+    program = compile_graph(AMAX_DIMS_0_2, "cuda")
+    assert program.unsupported == []
+    assert [(k.kind, k.nodes) for k in program.kernels] == [
+        ("row_reduction", ["amax.part0"]),  # dim 2 first, keepdim: [4, 5, 1]
+        ("axis_reduction", ["amax"]),  # then dims [0, 2] of it: dim 0 is the only wide one
+    ]
+
+
+def test_few_long_rows_are_reduced_in_two_stages_and_many_rows_in_one():
+    def total(rows: int, cols: int) -> dict:
+        x = tensor("x", [rows, cols])
+        return graph([x], [], [node("s", "sum", [inp("x")], [rows], dim=[1])], ["s"])
+
+    staged = compile_graph(total(1, 3 * 1024), "cpu")
+    assert [k.nodes for k in staged.kernels] == [["s.partial"], ["s.total", "s"]]
+    assert "6 rows x 512" in staged.summary()  # 3072 = 6 parts of 512
+    assert len(compile_graph(total(128, 3 * 1024), "cpu").kernels) == 1  # rows enough
+    assert len(compile_graph(total(1, 2053), "cpu").kernels) == 1  # a prime length: no parts
+
+
+def test_a_program_that_cannot_be_generated_says_why():
+    program = compile_graph(AMAX_DIMS_0_2 | {"unsupported": ["topk (call_function): no"]}, "cpu")
     assert program.files == {} and program.kernels == []
-    (reason,) = program.unsupported
-    assert reason.startswith("amax (amax): reduces over dim(s) [0]")
+    assert program.unsupported == ["topk (call_function): no"]
     assert "Cannot generate" in program.summary()
     with pytest.raises(ValueError):
         program.model_new({})
@@ -147,10 +171,10 @@ def test_unsupported_entries_in_the_ir_are_passed_on():
             graph(
                 [tensor("x", [4, 8])],
                 [],
-                [node("s", "softmax", [inp("x")], [4, 8], dim=0)],
-                ["s"],
+                [node("n", "layer_norm", [inp("x"), None, None], [4, 8], normalized_shape=[4])],
+                ["n"],
             ),
-            "only the last dim",
+            "normalized_shape [4] is not the trailing dims",
         ),
         (
             graph([tensor("x", [4, 8])], [], [node("v", "reshape", [inp("x")], [32])], ["v"]),

@@ -1,0 +1,46 @@
+"""C++ scan kernels (cumsum, cumprod) along any dim: OpenMP over the lines of the element space
+(`rows_per_task` a task), each line accumulated in order, its elements `inner` apart.
+"""
+
+from __future__ import annotations
+
+from agent.fusion import expressions
+from agent.fusion.body import scan_operands
+from agent.fusion.cpu.prelude import c_params, row_tasks_launcher
+from agent.fusion.plan import Kernel, Plan
+from agent.fusion.program import KernelSource, Param
+
+SCAN_REDUCE = {"cumsum": "sum", "cumprod": "prod"}  # the reduction a scan accumulates
+
+
+def scan_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
+    ns = kernel.name
+    x, y = scan_operands(plan, kernel, names)
+    reduce = SCAN_REDUCE[plan.graph.node_by_name[kernel.nodes[0]].op]
+    step = expressions.reduce_combine(reduce, "acc", f"{x}[i]")
+    code = f"""namespace {ns} {{
+constexpr int64_t kRows = {kernel.rows};
+constexpr int64_t kCols = {kernel.cols};  // the scanned axis
+constexpr int64_t kInner = {kernel.inner};
+}}  // namespace {ns}
+
+"""
+    line = f"""      const int64_t base = r / kInner * (kCols * kInner) + r % kInner;
+      float acc = {expressions.reduce_init(reduce)};
+      for (int64_t c = 0; c < kCols; ++c) {{
+        const int64_t i = base + c * kInner;
+        acc = {step};
+        {y}[i] = acc;
+      }}"""
+    code += row_tasks_launcher(ns, c_params([x], [y]), line)
+    return KernelSource(
+        name=ns,
+        kind="scan",
+        nodes=kernel.nodes + kernel.aliases,
+        code=code,
+        launcher=f"{ns}_launch",
+        params=[Param(x, "in"), Param(y, "out")],
+        launch={"rows_per_task": max(1, min(64, kernel.rows // 64))},
+        tunables={"rows_per_task": [1, 4, 16, 64]},
+        description=f"{kernel.rows} lines of {kernel.cols} ({kernel.inner} apart), in order",
+    )

@@ -1,0 +1,125 @@
+"""CUDA scan kernels (cumsum, cumprod) along any dim.
+
+Along the last dim (inner = 1) a block scans a row in chunks of blockDim elements: a warp scan
+with shuffles, the warps' totals scanned by the first warp, plus the carry of the chunks before.
+Along another dim each thread scans one line in order; neighbouring threads own neighbouring
+lines, so every step's loads and stores are coalesced.
+"""
+
+from __future__ import annotations
+
+from agent.fusion import expressions
+from agent.fusion.body import scan_operands
+from agent.fusion.cuda.prelude import idx_type, launch_params, pointer_params
+from agent.fusion.cuda.row import REDUCE_CODE
+from agent.fusion.plan import Kernel, Plan
+from agent.fusion.program import KernelSource, Param
+
+SCAN_REDUCE = {"cumsum": "sum", "cumprod": "prod"}  # the reduction a scan accumulates
+
+ROW_SCAN = """  static_assert(kInner == 1, "a row scan reads contiguous rows");
+  __shared__ float totals[32];  // each warp's total, then their inclusive scan
+  const int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5);
+  const int warps = (int)(blockDim.x >> 5);
+  for (idx_t r = blockIdx.x; r < kRows; r += gridDim.x) {
+    float carry = kIdentity;
+    for (idx_t c0 = 0; c0 < kCols; c0 += blockDim.x) {
+      const idx_t c = c0 + threadIdx.x;
+      float v = c < kCols ? x[r * kCols + c] : kIdentity;
+#pragma unroll
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        const float before = __shfl_up_sync(0xffffffffu, v, offset);
+        if (lane >= offset) v = ka_combine<kOp>(before, v);
+      }
+      if (lane == 31) totals[warp] = v;
+      __syncthreads();
+      if (warp == 0) {
+        float t = lane < warps ? totals[lane] : kIdentity;
+#pragma unroll
+        for (int offset = 1; offset < 32; offset <<= 1) {
+          const float before = __shfl_up_sync(0xffffffffu, t, offset);
+          if (lane >= offset) t = ka_combine<kOp>(before, t);
+        }
+        totals[lane] = t;
+      }
+      __syncthreads();
+      if (warp > 0) v = ka_combine<kOp>(totals[warp - 1], v);
+      if (c < kCols) y[r * kCols + c] = ka_combine<kOp>(carry, v);
+      carry = ka_combine<kOp>(carry, totals[warps - 1]);
+      __syncthreads();  // the next chunk rewrites totals
+    }
+  }"""
+
+LINE_SCAN = """  const idx_t stride = (idx_t)gridDim.x * blockDim.x;
+  for (idx_t r = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; r < kRows; r += stride) {
+    const idx_t base = r / kInner * (kCols * kInner) + r % kInner;
+    float acc = kIdentity;
+    for (idx_t c = 0; c < kCols; ++c) {
+      acc = ka_combine<kOp>(acc, x[base + c * kInner]);
+      y[base + c * kInner] = acc;
+    }
+  }"""
+
+SCAN_NAMESPACE = """namespace {ns} {{
+using idx_t = {idx_t};
+constexpr idx_t kRows = {rows};
+constexpr idx_t kCols = {cols};  // the scanned axis
+constexpr idx_t kInner = {inner};
+constexpr int kOp = {op};  // ka_combine's reduction
+constexpr float kIdentity = {identity};
+
+__global__ void __launch_bounds__(1024) kernel({params}) {{
+{body}
+}}
+
+const char* launch({host_params}, int threads, cudaStream_t stream) {{
+  threads = ka_threads(threads);
+  const unsigned blocks = ka_grid(kRows, {rows_per_block}, 2048 / threads);
+  kernel<<<blocks, threads, 0, stream>>>(x, y);
+  return ka_error(cudaGetLastError());
+}}
+}}  // namespace {ns}
+
+extern "C" const char* {ns}_launch({host_params}, int threads, cudaStream_t stream) {{
+  return {ns}::launch(x, y, threads, stream);
+}}
+"""
+
+
+def scan_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
+    ns = kernel.name
+    x, y = scan_operands(plan, kernel, names)
+    reduce = SCAN_REDUCE[plan.graph.node_by_name[kernel.nodes[0]].op]
+    along_rows = kernel.inner == 1
+    code = SCAN_NAMESPACE.format(
+        ns=ns,
+        idx_t=idx_type(kernel.numel),
+        rows=kernel.rows,
+        cols=kernel.cols,
+        inner=kernel.inner,
+        op=REDUCE_CODE[reduce],
+        identity=expressions.reduce_init(reduce),
+        params=pointer_params(["x"], ["y"]),
+        body=ROW_SCAN if along_rows else LINE_SCAN,
+        host_params=launch_params(["x"], ["y"]),
+        rows_per_block="1" if along_rows else "threads",
+    )
+    threads = 256
+    if along_rows:  # a chunk a row when the row fits one block
+        threads = 32
+        while threads < min(kernel.cols, 1024):
+            threads *= 2
+    return KernelSource(
+        name=ns,
+        kind="scan",
+        nodes=kernel.nodes + kernel.aliases,
+        code=code,
+        launcher=f"{ns}_launch",
+        params=[Param(x, "in"), Param(y, "out")],
+        launch={"threads": threads},
+        tunables={"threads": [64, 128, 256, 512, 1024]},
+        description=(
+            f"{kernel.rows} lines of {kernel.cols}: "
+            + ("a block a row, chunked warp scans" if along_rows else "a thread a line, in order")
+        ),
+    )
