@@ -113,6 +113,8 @@ def test_rejections_by_the_worker_and_by_eager_time_keep_their_reasons(monkeypat
     assert "added 0002_layer_norm" in out
     assert [e.name for e in Suite.objects.get(name="s2").entries.all()] == ["0002_layer_norm"]
 
+    with pytest.raises(CommandError, match="--count is at least 1"):
+        command("synthesize", "--count", "0", "--seed", "2", "--into", "s2")
     with pytest.raises(CommandError, match="--max-ops is 1 to 5"):
         command("synthesize", "--count", "1", "--seed", "2", "--into", "s2", "--max-ops", "6")
     with pytest.raises(CommandError, match="is not a folder"):

@@ -93,6 +93,8 @@ class Synthesis:
 def start(suite_name: str, settings: Settings) -> Synthesis:
     if settings.device not in BUDGETS:
         raise SynthesisError(f"unknown device {settings.device!r}: use one of {', '.join(BUDGETS)}")
+    if settings.count < 1:
+        raise SynthesisError("--count is at least 1")
     if not 1 <= settings.max_ops <= 5:
         raise SynthesisError("--max-ops is 1 to 5")
     low, high = settings.window
