@@ -66,6 +66,7 @@ def test_it_synthesizes_valid_problems_apart_from_the_reference(reference, monke
 
     assert "rejected 0000_sigmoid: similar: the same operators (sigmoid) as reference " in out
     assert "level1/21_Sigmoid.py" in out and "rejected 0001_sigmoid: similar:" in out
+    assert "validation: 1 of 1 done" in out  # progress, as import_suite prints it
     assert "1 of 1 in synth from seed 1: 1 added, 2 candidates turned away" in out
     (entry,) = Suite.objects.get(name="synth").entries.select_related("problem")
     assert entry.name == "0002_sum" and entry.problem.status == ProblemStatus.VALID
