@@ -90,16 +90,20 @@ def test_it_synthesizes_valid_problems_apart_from_the_reference(reference, monke
 
 @pytest.mark.django_db(transaction=True)
 def test_rejections_by_the_worker_and_by_eager_time_keep_their_reasons(monkeypatch):
-    def not_expected(pk):
-        raise AssertionError("every candidate was validated already")
+    sent = []
 
-    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", not_expected)
+    def validate_in_process(pk):  # the worker's verdict on the one never validated
+        sent.append(pk)
+        Problem.objects.filter(pk=pk).update(status=ProblemStatus.VALID, eager_ms=2.0)
+
+    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", validate_in_process)
     owner = service_account()
-    # What a worker stored for seed 2's first candidates (gelu, sdpa, layer_norm) on an earlier run.
+    # What earlier runs left of seed 2's first candidates (gelu, sdpa, layer_norm, logsumexp).
     verdicts = [
         {"status": ProblemStatus.REJECTED, "reasons": ["output is constant"]},
         {"status": ProblemStatus.VALID, "eager_ms": 5000.0, "validated_on": "cpu"},
         {"status": ProblemStatus.VALID, "eager_ms": 1.0, "validated_on": "cpu"},
+        {"status": ProblemStatus.PENDING},  # stored while no broker ran: never sent
     ]
     for index, verdict in enumerate(verdicts):
         candidate = compose(2, index, 1, CPU, available(False))
@@ -107,12 +111,14 @@ def test_rejections_by_the_worker_and_by_eager_time_keep_their_reasons(monkeypat
             owner=owner, title=candidate.name, source=candidate.source, **verdict
         )
 
-    out = command("synthesize", "--count", "1", "--seed", "2", "--into", "s2", *ONE_OP)
+    out = command("synthesize", "--count", "2", "--seed", "2", "--into", "s2", *ONE_OP)
 
     assert "rejected 0000_gelu: validation: output is constant" in out
     assert "rejected 0001_sdpa: eager time: 5000.0 ms on cpu, outside 0.05..200.0 ms" in out
-    assert "added 0002_layer_norm" in out
-    assert [e.name for e in Suite.objects.get(name="s2").entries.all()] == ["0002_layer_norm"]
+    assert "added 0002_layer_norm" in out and "added 0003_logsumexp" in out
+    names = [e.name for e in Suite.objects.get(name="s2").entries.all()]
+    assert names == ["0002_layer_norm", "0003_logsumexp"]
+    assert sent == [Problem.objects.get(title="0003_logsumexp").pk]  # only the unsent one
 
     with pytest.raises(CommandError, match="--count is at least 1"):
         command("synthesize", "--count", "0", "--seed", "2", "--into", "s2")

@@ -29,6 +29,7 @@ from gpu_workers.harness.synthesis.signature import SignatureIndex
 from webapp.accounts.service_account import service_account
 from webapp.problems.models import Problem, ProblemStatus, Visibility
 from webapp.problems.upload import upload_problem
+from webapp.problems.validation import enqueue_validation
 from webapp.suites.models import Suite, SuiteProblem
 
 
@@ -137,7 +138,10 @@ def offer(synthesis: Synthesis, position: int) -> Outcome:
         outcome.reason = f"similar: {match.reason()}"
         return outcome
     title = f"{synthesis.suite.name}/{candidate.name}"
-    outcome.problem, _ = upload_problem(owner, title, candidate.source, Visibility.PRIVATE)
+    outcome.problem, created = upload_problem(owner, title, candidate.source, Visibility.PRIVATE)
+    if not created and outcome.problem.status == ProblemStatus.PENDING:
+        # stored by an earlier run whose send was lost (no broker then): no worker has it
+        enqueue_validation(outcome.problem)
     return outcome
 
 
