@@ -189,7 +189,8 @@ def provenance(synthesis: Synthesis, candidate: Candidate, problem: Problem) -> 
             "similarity": {
                 "passed": True,
                 "reference": str(settings.reference) if settings.reference else None,
-                "reference_problems": len(synthesis.index.sources),
+                # the reference's, the suite's and earlier candidates' sources
+                "compared_with": len(synthesis.index.sources),
             },
             "validation": {
                 "passed": True,
