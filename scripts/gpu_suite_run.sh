@@ -6,6 +6,8 @@
 #   SUITE=kernelbench-level1 FOLDER=.cache/kernelbench/level1 scripts/gpu_suite_run.sh PHASE
 #
 #   import      import the folder as a suite and wait for validation (again: keep waiting)
+#   synthesize  synthesize COUNT (default 200) problems of SEED (default 1) into the suite, kept
+#               apart from FOLDER when given (docs/synthesis.md; again: go on where it stopped)
 #   baselines   request the baselines once, then wait for them
 #   evaluate    start the agent's evaluation once, then wait for it
 #   report      the report, the per-problem CSV and the suite page into $OUT
@@ -19,7 +21,7 @@
 # without a package registry), .state/ and the suite's folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PHASE=${1:?say which phase: import, baselines, evaluate or report}
+PHASE=${1:?say which phase: import, synthesize, baselines, evaluate or report}
 SUITE=${SUITE:?name the suite, e.g. SUITE=kernelbench-level1}
 FOLDER=${FOLDER:-}
 AGENT=${AGENT:-fusion}
@@ -82,6 +84,10 @@ case "$PHASE" in
     follow manage import_suite "${FOLDER:?give FOLDER, the folder of the suite}" --name "$SUITE" \
       --timeout "$BUDGET_S"
     ;;
+  synthesize)
+    follow manage synthesize --count "${COUNT:-200}" --seed "${SEED:-1}" --into "$SUITE" \
+      ${FOLDER:+--reference "$FOLDER"} --timeout "$BUDGET_S"
+    ;;
   baselines)
     if [ ! -f ".state/baselines-requested-$GPU" ]; then
       manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --repeats "$REPEATS" --no-wait
@@ -104,7 +110,7 @@ case "$PHASE" in
       "http://127.0.0.1:$PORT/suites/$SUITE/?gpu_type=$GPU" >"$OUT/suite-page.html" || true
     ;;
   *)
-    sed -n '2,21p' "$0"
+    sed -n '2,23p' "$0"
     exit 2
     ;;
 esac

@@ -8,6 +8,7 @@ needs none of the packages it checks to be importable.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,6 +19,7 @@ SHARED_VOCABULARY = (
     "gpu_workers.harness.vocabulary",
     "gpu_workers.harness.problem_source",
     "gpu_workers.harness.workspace_paths",
+    "gpu_workers.harness.synthesis",  # writes and reads problem sources, never runs them
 )
 # Top first; a module of a layer may import its own layer and any below.
 WEB_LAYERS = (
@@ -168,6 +170,27 @@ def test_imports_follow_the_layers():
 
 def test_no_module_imports_itself_through_others():
     assert cycles(without_package_parents(import_graph())) == []
+
+
+def test_the_shared_vocabulary_needs_only_the_standard_library():
+    """The web process imports these: no torch, no package that is not Python's own."""
+    outside = []
+    for name, path in project_modules().items():
+        if not within(name, SHARED_VOCABULARY):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                tops = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            outside += [
+                f"{name} imports {top}"
+                for top in tops
+                if top not in sys.stdlib_module_names and top not in ("__future__", "gpu_workers")
+            ]
+    assert outside == []
 
 
 def test_a_wrong_way_import_and_a_cycle_are_seen():

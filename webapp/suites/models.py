@@ -41,6 +41,9 @@ class SuiteProblem(models.Model):
     problem = models.ForeignKey("problems.Problem", models.CASCADE, related_name="suite_entries")
     name = models.CharField(max_length=200)  # the file's stem, e.g. "19_ReLU"
     position = models.PositiveIntegerField()  # order in the folder (KernelBench's index first)
+    # Where a synthesized problem came from (webapp.suites.synthesis): composer, seed, index, its
+    # seed operators and shapes, and each filter's result. Empty for an imported file.
+    provenance = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["suite", "position"]

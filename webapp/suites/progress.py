@@ -5,11 +5,12 @@ pace so far; shown on the suite's page and printed by the suite commands."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import F, Max, Min, Q
 
 from webapp.durations import duration
-from webapp.problems.models import ProblemStatus
+from webapp.problems.models import Problem, ProblemStatus
 from webapp.suites.models import Baseline, Suite
 
 
@@ -41,15 +42,18 @@ class Progress:
 
 
 def validation(suite: Suite) -> Progress:
-    entries = suite.entries.all()
-    finished = (ProblemStatus.VALID, ProblemStatus.REJECTED)
-    done = entries.filter(problem__status__in=finished)
-    last = done.aggregate(last=Max("problem__updated"))["last"]
+    return problems_validation(Problem.objects.filter(suite_entries__suite=suite), suite.created)
+
+
+def problems_validation(problems, since: datetime) -> Progress:
+    """Validation of a set of problems (a queryset), paced from `since`."""
+    done = problems.filter(status__in=(ProblemStatus.VALID, ProblemStatus.REJECTED))
+    last = done.aggregate(last=Max("updated"))["last"]
     return Progress(
         done=done.count(),
-        total=entries.count(),
-        failed=done.filter(problem__status=ProblemStatus.REJECTED).count(),
-        elapsed_s=(last - suite.created).total_seconds() if last else None,
+        total=problems.count(),
+        failed=done.filter(status=ProblemStatus.REJECTED).count(),
+        elapsed_s=(last - since).total_seconds() if last else None,
     )
 
 
