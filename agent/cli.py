@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from agent.backend_choice import make_backend
-from agent.config import ConfigError, agents_file, load_agent, load_agents
+from agent.config import MODEL_BACKENDS, ConfigError, agents_file, load_agent, load_agents
 from agent.loop import Agent, RunResult
 from agent.trajectory import trajectory_record, write_trajectory
 
@@ -116,7 +116,7 @@ def check_endpoint(args: argparse.Namespace) -> int:
 
     try:
         config = load_agent(args.agent, args.agents_file)
-        if config.backend not in ("openai", "text"):
+        if config.backend not in MODEL_BACKENDS:
             raise ConfigError(f"agent {config.name!r} (backend {config.backend}) has no endpoint")
         report = check_agent(config, timeout_s=args.timeout, max_tokens=args.max_tokens)
     except ConfigError as error:

@@ -31,6 +31,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 DEFAULT_AGENTS_FILE = Path(__file__).parent / "configs" / "agents.toml"
 BACKENDS = ("openai", "text", "scripted", "fusion")
+MODEL_BACKENDS = ("openai", "text")  # those that talk to a model server (and can be checked)
 # How requests travel, not what the agent does: left out of a config's identity.
 _TRANSPORT = (
     "api_key_env",

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import openai
 
 from agent.backends import Backend, BackendError, Reply
+from agent.backends.openai import server_message
 from agent.config import AgentConfig
 from agent.tools import TOOLS
 
@@ -125,7 +126,8 @@ def _list_models(report: CheckReport, client: openai.OpenAI, timeout_s: float) -
         report.add(
             "endpoint",
             "fail",
-            f"{report.endpoint} refused the key (HTTP {error.status_code}): {_said(error)}",
+            f"{report.endpoint} refused the key (HTTP {error.status_code}): "
+            f"{server_message(error)}",
         )
         return []
     except openai.APIStatusError as error:
@@ -263,14 +265,6 @@ def _capped(sampling: dict, max_tokens: int) -> dict:
     key = "max_completion_tokens" if "max_completion_tokens" in capped else "max_tokens"
     capped[key] = min(int(capped.get(key) or max_tokens), max_tokens)
     return capped
-
-
-def _said(error: openai.APIStatusError) -> str:
-    """The server's own message, without the SDK's "Error code: N - " before it."""
-    body = error.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
-    return error.message
 
 
 def _names(models: list[str], most: int = 20) -> str:

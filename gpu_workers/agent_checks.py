@@ -13,12 +13,11 @@ import logging
 
 from django.utils import timezone
 
-from agent.config import ConfigError, agents_file, load_agent, load_agents
+from agent.config import MODEL_BACKENDS, ConfigError, agents_file, load_agent, load_agents
 from agent.preflight import CheckReport, check_agent
 from webapp.runs.models import AgentHealth, HealthLevel
 
 log = logging.getLogger(__name__)
-MODEL_BACKENDS = ("openai", "text")
 TIMEOUT_S = 20.0
 MAX_TOKENS = 64
 

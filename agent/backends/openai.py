@@ -126,7 +126,7 @@ class OpenAIBackend:
         if isinstance(error, openai.APIStatusError):
             retryable = isinstance(error, _RETRYABLE)
             status = f"{error.status_code} {type(error).__name__}"
-            return f"{endpoint} answered {status}: {_server_message(error)}", retryable
+            return f"{endpoint} answered {status}: {server_message(error)}", retryable
         if isinstance(error, openai.APIConnectionError):
             cause = error.__cause__
             detail = f"{type(cause).__name__}: {cause}" if cause else error.message
@@ -209,7 +209,7 @@ class OpenAIBackend:
         )
 
 
-def _server_message(error: openai.APIStatusError) -> str:
+def server_message(error: openai.APIStatusError) -> str:
     """The server's own explanation: OpenAI's and vLLM's `message`, FastAPI's `detail`, or the
     body's text."""
     body = error.body

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.config import agents_file, load_agents
+from agent.config import MODEL_BACKENDS, agents_file, load_agents
 from webapp.errors import Conflict
 from webapp.runs.models import AgentHealth, HealthLevel, ModelKey
-
-MODEL_BACKENDS = ("openai", "text")
 
 
 class AgentNotReady(Conflict):

@@ -8,8 +8,9 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from agent.config import MODEL_BACKENDS
 from webapp.dispatch import send_after_commit
-from webapp.runs.agent_readiness import MODEL_BACKENDS, agent_rows
+from webapp.runs.agent_readiness import agent_rows
 
 
 @staff_member_required
