@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import signal
 import socket
-import tempfile
 from pathlib import Path
 
 from gpu_workers.harness import sandbox
 from gpu_workers.harness.channel import NO_ANSWER, Channel, RunnerGone
+from gpu_workers.harness.child_output import OutputTail
 
 # cpu: fresh allocations hold a garbage pattern, the host's stand-in for NaN-filling free GPU
 # memory (threat 2). One thread per runner: a parallel region waits for its slowest thread, so
 # on a shared host every neighbour's burst showed up in the times (drift of 2-3x on 2 cores);
 # eager, torch.compile and the candidate all race single-threaded.
 _CPU_ENV = {"MALLOC_PERTURB_": "128", "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+_LOG_BYTES = 64_000
 
 
 class RunnerError(Exception):
@@ -38,7 +39,9 @@ class RunnerProcess:
         self.role = role
         self.timeout_s = timeout_s
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._log = tempfile.TemporaryFile()
+        # its stdout and stderr, in the worker's memory: a runner that prints without end fills
+        # nothing of the host's
+        self._log = OutputTail(_LOG_BYTES)
         try:
             self.proc = sandbox.start(
                 sandbox.python_argv("gpu_workers.harness.runner", role, str(child.fileno())),
@@ -49,11 +52,12 @@ class RunnerProcess:
                 limits=sandbox.Limits(timeout_s=timeout_s, cpu_seconds=3600),
                 env=_CPU_ENV if device == "cpu" else None,
                 pass_fds=(child.fileno(),),
-                stdout=self._log,
-                stderr=self._log,
+                stdout=self._log.write_fd,
+                stderr=self._log.write_fd,
             )
         finally:
             child.close()
+            self._log.child_started()
         self.channel = Channel(parent)
 
     def call(self, command: str, fds: list[int] | tuple[int, ...] = (), timeout_s=None, **fields):
@@ -79,6 +83,7 @@ class RunnerProcess:
                     "(a hang or an infinite loop?)"
                 )
             return f"the {self.role} process broke the protocol ({what})"
+        self._log.finish()
         code = sandbox.exit_status(code, sandbox.confinement()["confined"])
         if code < 0:
             return f"the {self.role} process was killed by {signal.Signals(-code).name}"
@@ -86,8 +91,7 @@ class RunnerProcess:
         return f"the {self.role} process exited with status {code}" + (f": {tail}" if tail else "")
 
     def output_tail(self, limit: int = 600) -> str:
-        self._log.seek(0)
-        text = self._log.read().decode("utf-8", "replace").strip()
+        text = self._log.data().decode("utf-8", "replace").strip()
         return sandbox.last_line(text)[:limit] if text else ""
 
     def close(self) -> None:
@@ -97,7 +101,7 @@ class RunnerProcess:
             pass
         self.channel.close()
         sandbox.stop(self.proc)
-        self._log.close()
+        self._log.finish()
 
     def __enter__(self) -> RunnerProcess:
         return self

@@ -22,12 +22,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpu_workers.harness import settings
+from gpu_workers.harness.child_output import OutputTail
 
 # Variables a child may inherit; everything else (database and broker URLs, API keys, tokens)
 # is dropped.
@@ -49,6 +49,8 @@ _UNCONFINED_HINT = (
     "set KERNELARENA_SANDBOX=unconfined to run unconfined for development; "
     "every verdict made so says so"
 )
+# A step's JSON result (a graph IR, measured peaks) is KiBs; anything near this is no result.
+MAX_STEP_RESULT_BYTES = 64 << 20
 
 
 class SandboxUnavailable(RuntimeError):
@@ -410,13 +412,16 @@ def run(
     limits: Limits | None = None,
     env: dict[str, str] | None = None,
     harness: bool = True,
+    pass_fds: tuple[int, ...] = (),
 ) -> SandboxResult:
     """Runs one command to its end, or kills it and everything it started at limits.timeout_s.
-    Without a view it sees `cwd`, writable."""
+    Without a view it sees `cwd`, writable. Its stdout and stderr are kept in memory, the last
+    limits.output_bytes of each (child_output)."""
     limits = limits or Limits()
     view = view if view is not None else View(writable=(Path(cwd),))
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.monotonic()
+    out, err = OutputTail(limits.output_bytes), OutputTail(limits.output_bytes)
+    started = time.monotonic()
+    try:
         proc = start(
             argv,
             cwd=cwd,
@@ -424,23 +429,29 @@ def run(
             view=view,
             limits=limits,
             env=env,
-            stdout=out,
-            stderr=err,
+            pass_fds=pass_fds,
+            stdout=out.write_fd,
+            stderr=err.write_fd,
             harness=harness,
         )
-        timed_out = _wait(proc, limits.timeout_s)
-        seconds = time.monotonic() - started
-        how = confinement()
-        return SandboxResult(
-            returncode=None if timed_out else exit_status(proc.returncode, how["confined"]),
-            timed_out=timed_out,
-            seconds=seconds,
-            stdout=_tail(out, limits.output_bytes),
-            stderr=_tail(err, limits.output_bytes),
-            network_isolated=how["network_isolated"],
-            argv=list(proc.args),
-            confined=how["confined"],
-        )
+    finally:
+        out.child_started()
+        err.child_started()
+    timed_out = _wait(proc, limits.timeout_s)
+    seconds = time.monotonic() - started
+    out.finish()
+    err.finish()
+    how = confinement()
+    return SandboxResult(
+        returncode=None if timed_out else exit_status(proc.returncode, how["confined"]),
+        timed_out=timed_out,
+        seconds=seconds,
+        stdout=out.text(),
+        stderr=err.text(),
+        network_isolated=how["network_isolated"],
+        argv=list(proc.args),
+        confined=how["confined"],
+    )
 
 
 def exit_status(returncode: int, confined: bool) -> int:
@@ -465,16 +476,6 @@ def _wait(proc: subprocess.Popen, timeout_s: float) -> bool:
     return timed_out
 
 
-def _tail(stream, limit: int) -> str:
-    stream.seek(0, os.SEEK_END)
-    size = stream.tell()
-    stream.seek(max(0, size - limit))
-    text = stream.read().decode("utf-8", "replace")
-    if size > limit:
-        text = f"[... {size - limit} bytes cut ...]\n" + text
-    return text
-
-
 def python_argv(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
@@ -488,24 +489,33 @@ def run_step(
     view: View | None = None,
 ) -> tuple[dict, str | None]:
     """Runs one sandbox_entry step; returns its JSON result, or a one-line failure. The child
-    sees `workdir` (writable) and what `view` names."""
+    reads its request in `workdir` and what `view` names, and writes nothing the host keeps but
+    its result (a pipe, at most MAX_STEP_RESULT_BYTES) and the tail of its output."""
     view = view or View()
     request_path = workdir / f"{step}-request.json"
-    result_path = workdir / f"{step}-result.json"
-    result_path.unlink(missing_ok=True)
     request_path.write_text(json.dumps(request))
-    outcome = run(
-        python_argv("gpu_workers.harness.sandbox_entry", step, str(request_path), str(result_path)),
-        cwd=workdir,
-        device=device,
-        view=View(readable=view.readable, writable=(Path(workdir), *view.writable)),
-        limits=Limits(timeout_s=timeout_s),
-        # cpu: fresh allocations hold a garbage pattern, the host's stand-in for NaN-filling
-        # free GPU memory (threat 2)
-        env={"MALLOC_PERTURB_": "128"} if device == "cpu" else None,
-    )
-    if outcome.failure() or not result_path.is_file():
-        reason = outcome.failure() or "the step ended without a result"
-        return {}, f"{step}: {reason}"
-    result = json.loads(result_path.read_text())
-    return result, None
+    result = OutputTail(MAX_STEP_RESULT_BYTES)
+    try:
+        outcome = run(
+            python_argv(
+                "gpu_workers.harness.sandbox_entry", step, str(request_path), str(result.write_fd)
+            ),
+            cwd=workdir,
+            device=device,
+            view=View(readable=(Path(workdir), *view.readable), writable=view.writable),
+            limits=Limits(timeout_s=timeout_s),
+            # cpu: fresh allocations hold a garbage pattern, the host's stand-in for
+            # NaN-filling free GPU memory (threat 2)
+            env={"MALLOC_PERTURB_": "128"} if device == "cpu" else None,
+            pass_fds=(result.write_fd,),
+        )
+    finally:
+        result.finish()
+    if outcome.failure():
+        return {}, f"{step}: {outcome.failure()}"
+    if result.overflowed:
+        return {}, f"{step}: its result is over {MAX_STEP_RESULT_BYTES >> 20} MiB"
+    try:
+        return json.loads(result.data()), None
+    except ValueError:
+        return {}, f"{step}: the step ended without a result"

@@ -1,10 +1,12 @@
 """The program every sandboxed step runs: `python -m gpu_workers.harness.sandbox_entry STEP
-REQUEST.json RESULT.json`. It binds the clocks (gpu_workers.harness.timing) before any problem or
-candidate code is imported, runs one step, and writes the step's JSON result."""
+REQUEST.json RESULT_FD`. It binds the clocks (gpu_workers.harness.timing) before any problem or
+candidate code is imported, runs one step, and writes the step's JSON result to the descriptor
+RESULT_FD (a pipe the worker reads, bounded: the step sees no writable folder of the host)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -24,7 +26,7 @@ EXIT_RAISED = 3
 
 
 def main(argv: list[str]) -> int:
-    step, request_path, result_path = argv
+    step, request_path, result_fd = argv
     request = json.loads(Path(request_path).read_text())
     try:
         result = STEPS[step](request)
@@ -34,7 +36,8 @@ def main(argv: list[str]) -> int:
         where = f"{Path(user[-1].filename).name}:{user[-1].lineno}" if user else "harness"
         print(f"{type(exc).__name__} at {where}: {str(exc)[:500]}", file=sys.stderr)
         return EXIT_RAISED
-    Path(result_path).write_text(json.dumps(result))
+    with os.fdopen(int(result_fd), "w") as out:
+        json.dump(result, out)
     return 0
 
 

@@ -22,6 +22,7 @@ from gpu_workers.harness.session import Session
 from tests.conftest import FIXTURES, candidate_dir, problem_source
 from tests.gpu_workers.harness.attacks import (
     REPO,
+    HostDiskWatch,
     escaped,
     evaluate,
     host_processes_with,
@@ -207,6 +208,13 @@ def test_filling_tmp_and_the_disk_leaves_the_host_untouched(session):
     result = verify(session, "attack_fills_disk")
     assert result["ok"] or "model_new.py" in (result["error"] or ""), result  # a verdict
     assert escaped(since) == []
+
+
+def test_printing_without_end_fills_nothing_of_the_host(session):
+    with HostDiskWatch() as disk:
+        result = verify(session, "attack_floods_output")
+    assert result["ok"], result
+    assert disk.largest_drop < 512 << 20, disk.largest_drop
 
 
 def test_the_environment_of_the_worker_never_reaches_the_verdict(session, monkeypatch):

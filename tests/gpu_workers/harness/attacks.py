@@ -9,6 +9,8 @@ import hashlib
 import os
 import re
 import sqlite3
+import tempfile
+import threading
 from pathlib import Path
 
 from gpu_workers.harness import settings, workspace
@@ -149,3 +151,34 @@ class WalkOnly:
 
     def __getattr__(self, name):
         return getattr(os, name)
+
+
+class HostDiskWatch:
+    """Samples the free space of the host's temporary folder (where a worker's files go) while
+    in use; `largest_drop` is how far it fell below where it started."""
+
+    def __init__(self, period_s: float = 0.05):
+        self._period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self.largest_drop = 0
+
+    @staticmethod
+    def _free() -> int:
+        stats = os.statvfs(tempfile.gettempdir())
+        return stats.f_bavail * stats.f_frsize
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.largest_drop = max(self.largest_drop, self._start - self._free())
+            self._stop.wait(self._period_s)
+
+    def __enter__(self) -> HostDiskWatch:
+        self._start = self._free()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.largest_drop = max(self.largest_drop, self._start - self._free())

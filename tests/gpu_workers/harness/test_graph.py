@@ -5,8 +5,8 @@ lowering rules on small trusted models in this process."""
 from __future__ import annotations
 
 import json
-import os
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -175,7 +175,7 @@ def test_an_op_the_compiler_cannot_handle_is_named(name, entry):
 def test_an_untraceable_forward_lands_in_unsupported_and_the_parent_never_imports_it(
     tmp_path, monkeypatch
 ):
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where an import here would write
     before = set(sys.modules)
     ir = capture("untraceable")
     assert ir["unsupported"] == [
@@ -183,7 +183,7 @@ def test_an_untraceable_forward_lands_in_unsupported_and_the_parent_never_import
         "cannot be used as inputs to control flow"
     ]
     assert ir["nodes"] == [] and ir["inputs"] == [tensor("x", [16, 64])]
-    # The module-level side effect happened in the child's folder, never in this process.
+    # The module-level side effect happened in the child's private /tmp, never in this process.
     assert not (tmp_path / "imported-by.pid").exists()
     new_modules = set(sys.modules) - before
     assert "problem_model" not in sys.modules
@@ -192,11 +192,18 @@ def test_an_untraceable_forward_lands_in_unsupported_and_the_parent_never_import
     )
 
 
-def test_with_a_workdir_the_child_runs_there(tmp_path):
+def test_with_a_workdir_the_child_runs_there_and_writes_nothing_into_it(tmp_path):
     ir = graph.capture(fusion_source("untraceable"), "cpu", LOOSE, workdir=tmp_path / "io")
     assert ir["unsupported"][0].startswith("forward cannot be traced by torch.fx")
-    marker = tmp_path / "io" / "graph" / "imported-by.pid"
-    assert marker.is_file() and int(marker.read_text()) != os.getpid()
+    kept = tmp_path / "io" / "graph"
+    assert sorted(p.name for p in kept.iterdir()) == ["graph-request.json", "model.py"]
+    # known-bad: a problem that writes into its folder is stopped there, with the reason
+    writer = fusion_source("untraceable").replace(
+        "Path(tempfile.gettempdir(), ", "Path(os.getcwd(), "
+    )
+    ir = graph.capture(writer, "cpu", LOOSE, workdir=tmp_path / "io2")
+    assert "Read-only file system" in ir["unsupported"][0], ir["unsupported"]
+    assert not (tmp_path / "io2" / "graph" / "imported-by.pid").exists()
 
 
 def test_a_problem_that_fails_to_load_gives_an_empty_graph_with_the_reason():
