@@ -245,6 +245,13 @@ def _bwrap_argv(
     bwrap = _bwrap()
     # info-fd: bwrap writes the host pid of the sandbox's init there, which `stop` waits for.
     args = [bwrap.path, "--info-fd", str(info_fd), *bwrap.flags]
+    # The private folders first: what is bound below may lie inside them (a checkout, its
+    # .venv or a session's workspace under /tmp) and must land on top, not be covered.
+    args += ["--ro-bind", "/sys", "/sys", "--dev", "/dev", "--proc", "/proc"]
+    for node in sorted(glob.glob("/dev/nvidia*")):  # nvidia0, nvidiactl, nvidia-uvm, nvidia-caps
+        args += ["--dev-bind-try", node, node]
+    for private in ("/tmp", "/dev/shm"):
+        args += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", private]
     shown: list[Path] = []
     for name in _SYSTEM_DIRS:
         if os.path.islink(name) and os.path.dirname(name) == "/":
@@ -256,11 +263,6 @@ def _bwrap_argv(
         if not any(_within(path, s) or _within(path.resolve(), s) for s in shown):
             args += ["--ro-bind", str(path), str(path)]
             shown.append(path)
-    args += ["--ro-bind", "/sys", "/sys", "--dev", "/dev", "--proc", "/proc"]
-    for node in sorted(glob.glob("/dev/nvidia*")):  # nvidia0, nvidiactl, nvidia-uvm, nvidia-caps
-        args += ["--dev-bind-try", node, node]
-    for private in ("/tmp", "/dev/shm"):
-        args += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", private]
     # A repository or cache that lies inside a folder shown above is covered by an empty tmpfs.
     hidden = [
         path
