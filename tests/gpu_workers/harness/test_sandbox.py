@@ -354,6 +354,30 @@ def test_shared_memory_travels_as_a_file_descriptor_over_the_socketpair(tmp_path
     parent_end.close()
 
 
+def test_software_under_the_host_tmp_is_shown_on_top_of_the_private_tmp(tmp_path, monkeypatch):
+    """A checkout and its .venv may live under /tmp: its software stays visible (every step of
+    a clone in /tmp failed while the private /tmp covered it), the rest of /tmp does not."""
+    software, other = tmp_path / "venv" / "site-packages", tmp_path / "other"
+    for folder in (software, other):
+        folder.mkdir(parents=True)
+        (folder / "here.txt").write_text("visible")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(software)])
+    assert str(tmp_path).startswith(tempfile.gettempdir())
+    code = f"""
+    for folder in ({str(software)!r}, {str(other)!r}):
+        try:
+            print(folder, open(folder + "/here.txt").read())
+        except OSError as exc:
+            print(folder, type(exc).__name__)
+    """
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = run_python(code, workdir)
+    assert f"{software} visible" in result.stdout, result.stdout + result.stderr
+    # known-bad: a folder of the host's /tmp that is no software stays covered
+    assert f"{other} FileNotFoundError" in result.stdout, result.stdout
+
+
 # ---- what it can fill --------------------------------------------------------------------------
 
 
