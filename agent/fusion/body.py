@@ -2,7 +2,8 @@
 generators walk.
 
 Every IR node of a kernel lowers to body nodes: loads of buffers computed elsewhere (with the
-broadcast index terms of the node that reads them), constants, pointwise ops (expressions.py),
+broadcast index terms of the node that reads them; a pick's load indexed by an int64 buffer
+too), constants, pointwise ops (expressions.py),
 reductions along the row (sum, max, min, prod) and, in a GEMM's epilogue, the accumulator. Row ops
 lower to their textbook passes: softmax = max, then sum of exp(x - max), then exp(x - max) / sum;
 layer_norm = mean, then the mean of squared deviations (two-pass), then the normalised row.
@@ -17,11 +18,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.fusion import expressions
-from agent.fusion.ir import Ref, Term, broadcast_terms, numel
-from agent.fusion.plan import Kernel, Plan
+from agent.fusion.ir import Ref, Term, broadcast_terms, flat_index, numel
+from agent.fusion.plan import Kernel, Plan, pick_geometry
+from agent.fusion.program import Param
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's eps=None
 PLAIN_REDUCTIONS = {"sum": "sum", "amax": "max", "amin": "min", "prod": "prod"}  # IR op -> reduce
+
+
+@dataclass(frozen=True)
+class PickIndex:
+    """A pick's load: x read as (outer, cols, inner) at (o, index[o, i], i), for the flat position
+    o * inner + i of the pick's output; the int64 index buffer read through its terms."""
+
+    buffer: str
+    terms: tuple[Term, ...]
+    cols: int
+    inner: int
 
 
 @dataclass
@@ -36,7 +49,14 @@ class BNode:
     buffer: str = ""  # load: the buffer's C name
     terms: tuple[Term, ...] = ()  # load: index terms over a space of `total` elements
     total: int = 0
+    dtype: str = "float32"  # load: the buffer's IR dtype (a bool mask is read as 0.0 or 1.0)
+    pick: PickIndex | None = None  # load: read at a position an index buffer holds
     value: float = 0.0  # const
+
+    @property
+    def indexed(self) -> bool:
+        """A load whose position is known only per element: it never splits along rows."""
+        return self.pick is not None
 
 
 @dataclass(frozen=True)
@@ -69,9 +89,18 @@ class Body:
     def const(self, value: float, level: str) -> int:
         return self._add(("const", float(value), level), kind="const", level=level, value=value)
 
-    def load(self, buffer: str, terms: tuple[Term, ...], total: int, level: str) -> int:
-        key = ("load", buffer, terms, total, level)
-        return self._add(key, kind="load", level=level, buffer=buffer, terms=terms, total=total)
+    def load(
+        self,
+        buffer: str,
+        terms: tuple[Term, ...],
+        total: int,
+        level: str,
+        dtype: str = "float32",
+        pick: PickIndex | None = None,
+    ) -> int:
+        key = ("load", buffer, terms, total, level, pick)
+        fields = dict(buffer=buffer, terms=terms, total=total, dtype=dtype, pick=pick)
+        return self._add(key, kind="load", level=level, **fields)
 
     def acc(self) -> int:
         return self._add(("acc",), kind="acc", level="elem")
@@ -125,19 +154,49 @@ class Body:
                 stack += list(node.args)
         return [n for n in self.nodes if n.id in seen and n.level == "row"]
 
+    def _read_dtypes(self) -> dict[str, str]:
+        read: dict[str, str] = {}
+        for n in self.nodes:
+            if n.kind == "load":
+                read.setdefault(n.buffer, n.dtype)
+                if n.pick is not None:
+                    read.setdefault(n.pick.buffer, "int64")
+        return read
+
     def reads(self) -> list[str]:
         """The buffers the kernel loads, each once, in first-use order."""
-        return list(dict.fromkeys(n.buffer for n in self.nodes if n.kind == "load"))
+        return list(self._read_dtypes())
 
     def writes(self) -> list[str]:
         """The buffers the kernel writes, each once, in output order."""
         return list(dict.fromkeys(o.buffer for o in self.outputs))
+
+    def params(self) -> list[Param]:
+        """The launcher's pointer parameters: the buffers read, then those written (float32)."""
+        reads = [Param(b, "in", dtype) for b, dtype in self._read_dtypes().items()]
+        return reads + [Param(b, "out") for b in self.writes()]
 
     def elem_outputs(self) -> list[Output]:
         return [o for o in self.outputs if o.level == "elem"]
 
     def row_outputs(self) -> list[Output]:
         return [o for o in self.outputs if o.level == "row"]
+
+
+def load_expression(node: BNode, position: str) -> str:
+    """C++ (both dialects) reading load `node` at flat position `position` of its space."""
+    if node.pick is None:
+        return f"{node.buffer}[{flat_index(node.terms, node.total, position)}]"
+    pick = node.pick
+    index = f"{pick.buffer}[{flat_index(pick.terms, node.total, position)}]"
+    # An index out of [0, cols) (torch raises) is clamped: the kernel never reads out of bounds.
+    last = pick.cols - 1
+    column = f"({index} < 0 ? 0 : {index} > {last} ? {last} : {index})"
+    if pick.inner == 1:
+        return f"{node.buffer}[({position}) * {pick.cols} + {column}]"
+    inner, span = pick.inner, pick.cols * pick.inner
+    start = f"({position}) / {inner} * {span} + ({position}) % {inner}"
+    return f"{node.buffer}[{start} + {column} * {inner}]"
 
 
 def row_passes(body: Body) -> list[tuple[str, list[BNode], list[int]]]:
@@ -158,8 +217,11 @@ def buffer_name(ref: Ref, names: dict[tuple[str, str], str]) -> str:
     return names[(ref.kind, ref.name)]
 
 
-def scan_operands(plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]) -> tuple[str, str]:
-    """The buffers a scan kernel reads and writes (its one node, always materialised)."""
+def standalone_operands(
+    plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]
+) -> tuple[str, str]:
+    """The buffers a kernel of one node (a STANDALONE op: scan, arg reduction, pooling) reads and
+    writes; its output is always materialised."""
     node = plan.graph.node_by_name[kernel.nodes[0]]
     return buffer_name(plan.resolve(node.args[0]), names), names[("node", node.name)]
 
@@ -189,7 +251,8 @@ class _Lowering:
         terms = broadcast_terms(self.graph.shape_of(ref), consumer_shape)
         assert terms is not None, f"{ref} does not broadcast to {consumer_shape}"
         buffer = buffer_name(root, self.names)
-        return body.load(buffer, terms, numel(consumer_shape), level)
+        dtype = self.graph.dtype_of(root)
+        return body.load(buffer, terms, numel(consumer_shape), level, dtype)
 
     def lower(self, name: str) -> int:
         node = self.graph.node_by_name[name]
@@ -211,7 +274,17 @@ class _Lowering:
         if node.op in expressions.POINTWISE_OPS:
             args = [self.arg(a, node.shape, level) for a in node.args if a.kind != "none"]
             return body.op(node.op, args, level, node.attrs)
+        if node.op == "pick":
+            return self.pick(node, level)
         return self.lower_row_op(node)
+
+    def pick(self, node, level: str) -> int:
+        x, index = (self.plan.resolve(a) for a in node.args)
+        cols, inner = pick_geometry(self.graph, node)
+        terms = broadcast_terms(self.graph.shape_of(node.args[1]), node.shape)
+        pick = PickIndex(buffer_name(index, self.names), terms, cols, inner)
+        total = numel(node.shape)
+        return self.body.load(buffer_name(x, self.names), (), total, level, pick=pick)
 
     def lower_row_op(self, node) -> int:
         body = self.body

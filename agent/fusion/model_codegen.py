@@ -21,6 +21,7 @@ from agent.fusion.plan import Plan
 from agent.fusion.program import KernelSource
 
 FUNCTION = "fused_forward"
+TORCH_TYPES = {"float32": "torch::kFloat32", "int64": "torch::kInt64", "bool": "torch::kBool"}
 # Buffer dtypes registered as they are (a name from the IR becomes code only from this list).
 OTHER_BUFFER_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8", "bool", "float64"})
 
@@ -77,7 +78,7 @@ def _launch_args(sources: list[KernelSource]) -> list[tuple[str, str, int]]:
 
 
 def _prototype(s: KernelSource, target: str) -> str:
-    ptrs = [f"{'const float' if p.role == 'in' else 'float'}* {p.buffer}" for p in s.params]
+    ptrs = [f"{'const ' if p.role == 'in' else ''}{p.c_type}* {p.buffer}" for p in s.params]
     knobs = [f"{'int' if target == 'cuda' else 'int64_t'} {k}" for k in s.launch]
     if target == "cuda":
         args = ", ".join([*ptrs, *knobs, "cudaStream_t stream"])
@@ -103,28 +104,31 @@ def binding_source(
     lines = [
         f"std::vector<torch::Tensor> {FUNCTION}(",
         ",\n".join(
-            [f"    torch::Tensor {c}" for c, _, _ in passed]
+            [f"    torch::Tensor {c}" for c, _, _, _ in passed]
             + [f"    int64_t {k}_{p}" for k, p, _ in launch]
         )
         + ") {",
     ]
     add = lines.append
-    for c, what, shape in passed:
-        add(f'  ka_expect({c}, "{what}", {_shape(shape)}, {first});')
+    for c, what, shape, dtype in passed:
+        add(f'  ka_expect({c}, "{what}", {TORCH_TYPES[dtype]}, {_shape(shape)}, {first});')
     if cuda:
         add(f"  const c10::cuda::CUDAGuard guard({first}.device());")
         add("  cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();")
-    add(f"  const auto options = {first}.options();")
+    add(f"  const auto options = {first}.options().dtype(torch::kFloat32);")
     for name in plan.materialised:
         node = graph.node_by_name[name]
+        options = "options"
+        if node.dtype != "float32":  # argmax / argmin's int64
+            options = f"options.dtype({TORCH_TYPES[node.dtype]})"
         add(
             f"  torch::Tensor {names[('node', name)]} = "
-            f"torch::empty(std::vector<int64_t>{_shape(node.shape)}, options);"
+            f"torch::empty(std::vector<int64_t>{_shape(node.shape)}, {options});"
         )
     for buf, count in work_buffers.items():
         add(f"  torch::Tensor {buf} = torch::empty(std::vector<int64_t>{{{count}}}, options);")
     for s in sources:
-        ptrs = [f"{p.buffer}.data_ptr<float>()" for p in s.params]
+        ptrs = [f"{p.buffer}.data_ptr<{p.c_type}>()" for p in s.params]
         knobs = [f"static_cast<{'int' if cuda else 'int64_t'}>({s.name}_{k})" for k in s.launch]
         call = f"{s.launcher}({', '.join(ptrs + knobs + (['stream'] if cuda else []))})"
         if cuda:
@@ -141,7 +145,7 @@ def binding_source(
     add(f"  return {{{', '.join(outs)}}};")
     add("}")
 
-    pyargs = [f'pybind11::arg("{c}")' for c, _, _ in passed]
+    pyargs = [f'pybind11::arg("{c}")' for c, _, _, _ in passed]
     pyargs += [f'pybind11::arg("{k}_{p}") = {v}' for k, p, v in launch]
     prototypes = "\n".join(_prototype(s, target) for s in sources)
     pyargs_text = ",\n        ".join(pyargs)
@@ -173,14 +177,14 @@ void ka_launched(const char* err, const char* kernel) {
 
 namespace {{
 
-void ka_expect(const torch::Tensor& t, const char* what, std::initializer_list<int64_t> shape,
-               const torch::Tensor& first) {{
+void ka_expect(const torch::Tensor& t, const char* what, torch::ScalarType dtype,
+               std::initializer_list<int64_t> shape, const torch::Tensor& first) {{
   TORCH_CHECK({device_check}, "fused_forward: ", what, " must be a {device_word} tensor, got ",
               t.device());
   TORCH_CHECK(t.device() == first.device(), "fused_forward: ", what, " is on ", t.device(),
               ", the first tensor on ", first.device());
-  TORCH_CHECK(t.scalar_type() == torch::kFloat32, "fused_forward: ", what,
-              " must be float32, got ", t.scalar_type());
+  TORCH_CHECK(t.scalar_type() == dtype, "fused_forward: ", what, " must be ", dtype, ", got ",
+              t.scalar_type());
   bool same = t.dim() == static_cast<int64_t>(shape.size());
   int64_t d = 0;
   for (const int64_t size : shape) {{
@@ -208,19 +212,19 @@ REGISTER_BINDING(fused, bind);
 
 def tensor_args(
     graph: Graph, plan: Plan, names: dict[tuple[str, str], str], sources: list[KernelSource]
-) -> list[tuple[str, str, tuple[int, ...]]]:
-    """(C name, description, shape) of the tensors fused_forward takes: the inputs, then the
-    parameters and buffers, that some kernel reads."""
+) -> list[tuple[str, str, tuple[int, ...], str]]:
+    """(C name, description, shape, dtype) of the tensors fused_forward takes: the inputs, then
+    the parameters and buffers, that some kernel reads."""
     read = {p.buffer for s in sources for p in s.params if p.role == "in"}
     out = []
     for t in graph.inputs:
         c = names[("input", t.name)]
         if c in read:
-            out.append((c, f"input {t.name}", t.shape))
+            out.append((c, f"input {t.name}", t.shape, t.dtype))
     for t in graph.params:
         c = names[("param", t.name)]
         if c in read:
-            out.append((c, f"{t.kind} {t.name}", t.shape))
+            out.append((c, f"{t.kind} {t.name}", t.shape, t.dtype))
     return out
 
 
@@ -241,7 +245,7 @@ def model_new_source(
 ) -> str:
     """model_new.py with the given LAUNCH values."""
     py_names = python_names(graph)
-    passed = {c for c, _, _ in tensor_args(graph, plan, names, sources)}
+    passed = {c for c, _, _, _ in tensor_args(graph, plan, names, sources)}
     containers: list[str] = []
     for t in graph.params:
         parts = t.name.split(".")

@@ -15,8 +15,12 @@ starts a new kernel:
   further reductions over its elements join it too (two-pass layer_norm, softmax by hand);
 - other pointwise nodes join the pointwise group of their input when the element count matches,
   else start a `pointwise` kernel;
-- a scan (cumsum, cumprod) along any dim is a `scan` kernel of its own over (rows, cols, inner),
-  as an axis kernel's; nothing else joins it;
+- a scan (cumsum, cumprod; forward or reverse, inclusive or exclusive) along any dim is a `scan`
+  kernel of its own over (rows, cols, inner), as an axis kernel's, and so is an argmax / argmin
+  (an `arg_reduction`, int64 out); a max or avg pooling is a `pooling` kernel of its own over its
+  output; nothing else joins these;
+- `pick` (x's element at an int64 index along a dim: cross-entropy's target logit) is computed
+  like a pointwise op, reading x where it lies in memory, so x comes from another kernel;
 - reshape and identity are free: they alias the buffer of their input.
 
 A node may join kernel K only when every other kernel it reads from comes earlier than K, so
@@ -36,7 +40,16 @@ ROW_OPS = REDUCTIONS | {"softmax", "log_softmax", "layer_norm", "rms_norm"}
 MATMULS = frozenset({"linear", "matmul", "mm", "bmm"})
 REDUCING_KINDS = frozenset({"row_reduction", "axis_reduction"})
 SCANS = frozenset({"cumsum", "cumprod"})
+ARG_REDUCTIONS = frozenset({"argmax", "argmin"})  # the int64 index of the first max / min
+POOLS = frozenset({"max_pool", "avg_pool"})
+# ops that are a kernel of their own, and its kind
+STANDALONE = {"cumsum": "scan", "cumprod": "scan", "argmax": "arg_reduction",
+              "argmin": "arg_reduction", "max_pool": "pooling", "avg_pool": "pooling"}  # fmt: skip
 LAYOUT = frozenset({"reshape", "identity"})
+PICK = "pick"
+# The IR dtypes a kernel reads or writes besides float32: a pointwise op reads a bool as 0 or 1
+# (x * mask), pick reads an int64 index, argmax / argmin write int64, reshape passes any through.
+DTYPES = ("float32", "int64", "bool")
 INT32_MAX = 2**31 - 1
 
 
@@ -64,7 +77,7 @@ class GemmShape:
 @dataclass
 class Kernel:
     index: int
-    kind: str  # "pointwise" | "row_reduction" | "axis_reduction" | "scan" | "gemm"
+    kind: str  # pointwise | row_reduction | axis_reduction | gemm, or a STANDALONE kind
     nodes: list[str] = field(default_factory=list)  # computed here, in graph order
     aliases: list[str] = field(default_factory=list)  # reshape/identity of values computed here
     numel: int = 0  # elements of the element space
@@ -113,7 +126,7 @@ def row_geometry(graph: Graph, node: Node) -> tuple[int, int, int]:
     shape = graph.shape_of(node.args[0])
     rank = len(shape)
     total = numel(shape)
-    if node.op in REDUCTIONS:
+    if node.op in REDUCTIONS or node.op in ARG_REDUCTIONS:
         first, last = _reduced_block(shape, node.attrs.get("dim"))
     elif node.op in ("softmax", "log_softmax") or node.op in SCANS:
         if rank == 0:
@@ -130,7 +143,7 @@ def row_geometry(graph: Graph, node: Node) -> tuple[int, int, int]:
         raise Unplaceable("zero-size tensors are not supported")
     rows = total // cols
     out = numel(node.shape)
-    expected = rows if node.op in REDUCTIONS else total
+    expected = rows if node.op in REDUCTIONS or node.op in ARG_REDUCTIONS else total
     if out != expected:
         raise Unplaceable(f"output shape {list(node.shape)} does not match its input {shape}")
     return rows, cols, inner
@@ -157,6 +170,62 @@ def _reduced_block(shape: tuple[int, ...], dims) -> tuple[int, int]:
             "them: only a block of adjacent reduced dims is supported"
         )
     return first, last
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    """A pooling over the trailing len(window) dims of x: `planes` = the product of the leading
+    dims, each plane pooled on its own; per spatial dim the input and output sizes and the
+    window's size, stride, padding and dilation."""
+
+    planes: int
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    window: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+
+
+def pool_geometry(graph: Graph, node: Node) -> PoolShape:
+    if len(node.args) != 1 or not node.args[0].is_tensor:
+        raise Unplaceable("pools one tensor")
+    shape = graph.shape_of(node.args[0])
+    window = tuple(int(k) for k in node.attrs.get("kernel_size") or ())
+    spatial = len(window)
+    attrs = [tuple(int(v) for v in node.attrs.get(key) or (default,) * spatial)
+             for key, default in (("stride", 1), ("padding", 0), ("dilation", 1))]  # fmt: skip
+    if not 1 <= spatial <= 3 or spatial >= len(shape) or any(len(a) != spatial for a in attrs):
+        raise Unplaceable(f"a {spatial}-d window over {list(shape)}")
+    stride, padding, dilation = attrs
+    pool = PoolShape(numel(shape[:-spatial]), tuple(shape[-spatial:]),
+                     tuple(node.shape[-spatial:]), window, stride, padding, dilation)  # fmt: skip
+    if tuple(node.shape[:-spatial]) != tuple(shape[:-spatial]):
+        raise Unplaceable(f"output {list(node.shape)} keeps other leading dims than {list(shape)}")
+    for size, out, k, s, p, d in zip(pool.inputs, pool.outputs, window, stride, padding, dilation,
+                                     strict=True):  # fmt: skip
+        if min(k, s, d, out) < 1 or p < 0 or (out - 1) * s - p >= size or p * 2 > (k - 1) * d + 1:
+            raise Unplaceable(f"a window of {k} (stride {s}, padding {p}, dilation {d}) gives "
+                              f"{out} outputs from {size}")  # fmt: skip
+    if node.op == "avg_pool" and any(d != 1 for d in dilation):
+        raise Unplaceable("an average pooling with dilation")
+    return pool
+
+
+def pick_geometry(graph: Graph, node: Node) -> tuple[int, int]:
+    """(cols, inner) of pick(x, index, dim): x viewed as (outer, cols, inner), index and the
+    output as (outer, inner)."""
+    if len(node.args) != 2 or not all(a.is_tensor for a in node.args):
+        raise Unplaceable("picks from a tensor with an index tensor")
+    shape = graph.shape_of(node.args[0])
+    if not shape:
+        raise Unplaceable("picks from a 0-d tensor")
+    dim = int(node.attrs.get("dim", 0)) % len(shape)
+    if tuple(node.shape) != tuple(shape[:dim]) + tuple(shape[dim + 1 :]):
+        raise Unplaceable(f"output {list(node.shape)} is not {list(shape)} without dim {dim}")
+    if broadcast_terms(graph.shape_of(node.args[1]), node.shape) is None:
+        raise Unplaceable(f"the index does not broadcast to {list(node.shape)}")
+    return shape[dim], numel(shape[dim + 1 :])
 
 
 def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
@@ -205,16 +274,40 @@ def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
 # ---- checks ------------------------------------------------------------------------------------
 
 
+def _output_dtype(graph: Graph, node: Node) -> str:
+    if node.op in ARG_REDUCTIONS:
+        return "int64"
+    if node.op in LAYOUT and node.args and node.args[0].is_tensor:
+        return graph.dtype_of(node.args[0])
+    return "float32"
+
+
+def _operand_dtypes(node: Node, position: int) -> tuple[str, ...]:
+    if node.op in POINTWISE_OPS:
+        return ("float32", "bool")
+    if node.op == PICK and position == 1:
+        return ("int64",)
+    if node.op in LAYOUT:
+        return DTYPES
+    return ("float32",)
+
+
+def _check_dtypes(graph: Graph, node: Node) -> None:
+    expected = _output_dtype(graph, node)
+    if node.dtype != expected or expected not in DTYPES:
+        raise Unplaceable(f"dtype {node.dtype}: this op makes {expected}")
+    for position, ref in enumerate(node.args):
+        dtype = graph.dtype_of(ref) if ref.is_tensor else "float32"
+        allowed = _operand_dtypes(node, position)
+        if dtype not in allowed:
+            raise Unplaceable(f"{ref.describe()} is {dtype}: this op reads {' or '.join(allowed)}")
+
+
 def _check_node(graph: Graph, node: Node) -> None:
-    known = POINTWISE_OPS | ROW_OPS | SCANS | MATMULS | LAYOUT
+    known = POINTWISE_OPS | ROW_OPS | set(STANDALONE) | MATMULS | LAYOUT | {PICK}
     if node.op not in known:
         raise Unplaceable("no kernel template for this op")
-    if node.dtype != "float32":
-        raise Unplaceable(f"dtype {node.dtype}: only float32 is supported in v1")
-    for ref in node.tensor_args():
-        dtype = graph.dtype_of(ref)
-        if dtype != "float32":
-            raise Unplaceable(f"{ref.describe()} is {dtype}: only float32 is supported in v1")
+    _check_dtypes(graph, node)
     if numel(node.shape) == 0:
         raise Unplaceable("zero-size tensors are not supported")
     if node.op in LAYOUT:
@@ -233,7 +326,11 @@ def _check_node(graph: Graph, node: Node) -> None:
                     f"{ref.describe()} {list(graph.shape_of(ref))} does not broadcast to "
                     f"{list(node.shape)}"
                 )
-    elif node.op in ROW_OPS or node.op in SCANS:
+    elif node.op in POOLS:
+        pool_geometry(graph, node)
+    elif node.op == PICK:
+        pick_geometry(graph, node)
+    elif node.op in ROW_OPS or node.op in SCANS or node.op in ARG_REDUCTIONS:
         row_geometry(graph, node)
         if node.op in ("layer_norm", "rms_norm"):
             x_shape = graph.shape_of(node.args[0])
@@ -310,10 +407,12 @@ class _Planner:
 
     def pointwise_level(self, node: Node, kernel: Kernel) -> str | None:
         """The level at which `node` can be computed inside `kernel`, or None."""
-        if kernel.kind == "scan":  # a scan kernel is the scan alone
+        if kernel.kind in STANDALONE.values():  # such a kernel is its op alone
             return None
         total = numel(node.shape)
         inside = self.in_kernel_args(node, kernel)
+        if node.op == PICK and inside:  # it reads x where x lies in memory
+            return None
         shape_of = self.graph.shape_of
 
         def fits(level: str) -> bool:
@@ -376,9 +475,14 @@ class _Planner:
             kernel = self.new_kernel("gemm", numel=numel(node.shape), gemm=gemm)
             self.join(kernel, node, "elem")
             return
-        if node.op in SCANS:
+        if node.op in POOLS:
+            kernel = self.new_kernel("pooling", numel=numel(node.shape))
+            self.join(kernel, node, "elem")
+            return
+        if node.op in STANDALONE:  # scans and arg reductions, along one axis
             rows, cols, inner = row_geometry(graph, node)
-            kernel = self.new_kernel("scan", numel=rows * cols, rows=rows, cols=cols, inner=inner)
+            kind = STANDALONE[node.op]
+            kernel = self.new_kernel(kind, numel=rows * cols, rows=rows, cols=cols, inner=inner)
             self.join(kernel, node, "elem")
             return
         if node.op in ROW_OPS:
@@ -463,6 +567,6 @@ def _label(graph: Graph, kernel: Kernel) -> str:
     if kernel.kind == "pointwise":
         return "pointwise"
     ops = [graph.node_by_name[n].op for n in kernel.nodes]
-    if kernel.kind in ("gemm", "scan"):
+    if kernel.kind == "gemm" or kernel.kind in STANDALONE.values():
         return ops[0]
     return next(op for op in ops if op in ROW_OPS)

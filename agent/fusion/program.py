@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+# The IR dtypes a kernel may read or write, as C types. float32 is the arithmetic type; a bool
+# mask or an int64 index is read where it masks or indexes, an int64 written by argmax/argmin.
+C_TYPES = {"float32": "float", "int64": "int64_t", "bool": "bool"}
+
 
 @dataclass(frozen=True)
 class Param:
@@ -14,6 +18,11 @@ class Param:
 
     buffer: str
     role: str  # "in" | "out" | "work"
+    dtype: str = "float32"  # a key of C_TYPES
+
+    @property
+    def c_type(self) -> str:
+        return C_TYPES[self.dtype]
 
 
 @dataclass
@@ -21,7 +30,7 @@ class KernelSource:
     """One planned kernel as generated code: its launcher's C signature and launch knobs."""
 
     name: str
-    kind: str  # pointwise | row_reduction | gemm
+    kind: str  # a key of GENERATORS: pointwise | row_reduction | axis_reduction | ...
     nodes: list[str]
     code: str
     launcher: str  # extern "C" function name
@@ -46,7 +55,7 @@ class KernelInfo:
     """One planned kernel as FusionProgram.kernels lists it."""
 
     name: str
-    kind: str  # pointwise | row_reduction | gemm
+    kind: str  # a key of GENERATORS: pointwise | row_reduction | axis_reduction | ...
     nodes: list[str]  # the IR nodes it covers (reshape/identity aliases included)
     tunables: dict[str, list[int]]  # launch parameter -> values worth trying
     description: str = ""

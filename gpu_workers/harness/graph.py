@@ -26,6 +26,9 @@ from gpu_workers.harness.problem_source import ProblemError, check_source
 from gpu_workers.harness.protocol import Protocol
 
 FORMAT = "kernelarena.graph/1"
+# Input dtypes the capture passes on; the planner refuses an int64 or bool input read other than
+# as an index (cross-entropy's targets) or a mask (x * mask).
+INPUT_DTYPES = ("float32", "int64", "bool")
 MAX_MESSAGE_CHARS = 500
 
 
@@ -185,8 +188,11 @@ def _input_entry(name: str, value, unsupported: list[str]) -> dict:
         unsupported.append(f"input {name}: a {kind}, not a tensor; only tensors are supported")
         return {"name": name, "shape": None, "dtype": kind}
     dtype = dtype_name(value.dtype)
-    if dtype != "float32":
-        unsupported.append(f"input {name}: {dtype} tensors are {UNSUPPORTED} (float32 only)")
+    if dtype not in INPUT_DTYPES:
+        unsupported.append(
+            f"input {name}: {dtype} tensors are {UNSUPPORTED} (float32, and int64 or bool where "
+            "they index or mask)"
+        )
     return {"name": name, "shape": list(value.shape), "dtype": dtype}
 
 

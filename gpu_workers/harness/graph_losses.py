@@ -1,9 +1,7 @@
 """Losses lowered to the IR's core ops: an elementwise term, then the reduction the call asks for
-(mean, sum, batchmean or none). MSE, L1, smooth L1 and Huber, KL divergence, cosine similarity
-and the triplet margin loss; the steps are named `<call>.<step>` as in graph_norms.
-
-Cross-entropy takes int64 class targets, which no kernel reads in v1 (float32 only): it stays
-unsupported.
+(mean, sum, batchmean or none). MSE, L1, smooth L1 and Huber, KL divergence, cosine similarity,
+the triplet margin loss and cross-entropy over int64 class targets; the steps are named
+`<call>.<step>` as in graph_norms.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ import torch
 from torch import fx
 
 from gpu_workers.harness.graph_norms import tensor_shape
-from gpu_workers.harness.graph_ops import UNSUPPORTED, Unsupported
+from gpu_workers.harness.graph_ops import UNSUPPORTED, Unsupported, dtype_name
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -132,3 +130,20 @@ class LossLowering:
         shifted = self._step(node, "margin", "add", [gap, {"const": margin}], reduced, alpha=1)
         hinge = self._step(node, "hinge", "clamp", [shifted], reduced, min=0.0, max=None)
         self._finish_loss(node, hinge, reduced, bound)
+
+    def _lower_cross_entropy(self, node: fx.Node, bound: dict) -> None:
+        """-log_softmax(x)[target] along the class dim (1, or 0 unbatched) is logsumexp(x) minus
+        the target's logit, `pick`ed where x lies: the log-probabilities are never written."""
+        x, target = bound["input"], bound["target"]
+        if dtype_name(target.meta["tensor_meta"].dtype) != "int64":
+            raise Unsupported(f"cross-entropy with class probabilities is {UNSUPPORTED}")
+        if self._value(bound.get("label_smoothing", 0.0)):
+            raise Unsupported(f"cross-entropy with label_smoothing is {UNSUPPORTED}")
+        x_shape, shape = tensor_shape(x), tensor_shape(target)
+        dim = 1 if len(x_shape) > 1 else 0
+        x_ref, target_ref = self._tensor(x), self._tensor(target)
+        over = {"dim": [dim], "keepdim": False}
+        lse = self._step(node, "logsumexp", "logsumexp", [x_ref], shape, **over)
+        logit = self._step(node, "logit", "pick", [x_ref, target_ref], shape, dim=dim)
+        term = self._step(node, "term", "sub", [lse, logit], shape, alpha=1)
+        self._finish_loss(node, term, shape, bound)

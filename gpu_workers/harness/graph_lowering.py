@@ -22,6 +22,7 @@ from gpu_workers.harness.graph_norms import NormLowering
 from gpu_workers.harness.graph_ops import (
     CONVOLUTIONS,
     FUNCTIONS,
+    SHAPE_ONLY,
     UNSUPPORTED,
     VIEWS,
     Unsupported,
@@ -31,8 +32,13 @@ from gpu_workers.harness.graph_ops import (
     method_entry,
     module_call,
 )
+from gpu_workers.harness.graph_pooling import PoolLowering
+from gpu_workers.harness.graph_scans import HELD, Deferred, ScanLowering
 
 _NUMBER = (int, float)
+# Ops whose result may be other than float32: argmax / argmin's int64, a view of a mask or index.
+_OTHER_DTYPES = {"argmax": ("int64",), "argmin": ("int64",), "reshape": ("int64", "bool"),
+                 "identity": ("int64", "bool")}  # fmt: skip
 _STATIC_ATTRIBUTES = ("shape", "ndim", "dtype", "device", "is_cuda")
 
 
@@ -40,7 +46,7 @@ class _Skip(Exception):
     """This node depends on one already reported: skip it without a second entry."""
 
 
-class Lowering(NormLowering, LossLowering):
+class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering):
     def __init__(
         self,
         traced: fx.GraphModule,
@@ -58,6 +64,7 @@ class Lowering(NormLowering, LossLowering):
         self.refs: dict[fx.Node, dict] = {}  # a lowered node's reference
         self.static: dict[fx.Node, object] = {}  # nodes with a value known at capture
         self.pending: dict[fx.Node, tuple[str, fx.Node, dict]] = {}  # max(x, dim): its values
+        self.deferred: dict[fx.Node, Deferred] = {}  # flips and fills a scan lowers (graph_scans)
         self.transposed: dict[fx.Node, str] = {}  # w.t() of a 2-D parameter, for x @ w.t()
         self.skipped: set[fx.Node] = set()
         self.order = {node: i for i, node in enumerate(traced.graph.nodes)}
@@ -89,7 +96,8 @@ class Lowering(NormLowering, LossLowering):
             node = stack.pop()
             if node not in live:
                 live.add(node)
-                stack.extend(node.all_input_nodes)
+                if not (node.op == "call_function" and node.target in SHAPE_ONLY):
+                    stack.extend(node.all_input_nodes)
         return live
 
     def _visit(self, node: fx.Node) -> None:
@@ -166,6 +174,8 @@ class Lowering(NormLowering, LossLowering):
                 self._report(value, "returns values and indices; only its values ([0]) lower")
             elif isinstance(value, fx.Node) and value in self.transposed:
                 self._report(value, "transposes and permutes are not supported in v1")
+            elif isinstance(value, fx.Node) and value in self.deferred:
+                self._report(value, f"{self.deferred[value].what} {HELD}")
             else:
                 name = value.name if isinstance(value, fx.Node) else repr(value)
                 self.unsupported.append(f"output {name}: not a tensor the fusion compiler makes")
@@ -231,6 +241,9 @@ class Lowering(NormLowering, LossLowering):
                 self._report(value, "returns values and indices; only its values ([0]) lower")
                 del self.pending[value]
                 raise _Skip
+            if value in self.deferred:
+                self._report(value, f"{self.deferred.pop(value).what} {HELD}")
+                raise _Skip
             raise _Skip
         return self._const(value)
 
@@ -281,7 +294,7 @@ class Lowering(NormLowering, LossLowering):
             }
         )
         self.refs[node] = {"node": name}
-        if dtype != "float32":
+        if dtype != "float32" and dtype not in _OTHER_DTYPES.get(op, ()):
             self.unsupported.append(
                 f"{_describe(node, self.model)}: produces {dtype}; only float32 is supported in v1"
             )
@@ -431,11 +444,11 @@ class Lowering(NormLowering, LossLowering):
     def _lower_logsumexp(self, node: fx.Node, bound: dict) -> None:
         self._reduce(node, "logsumexp", bound)
 
-    def _lower_cumsum(self, node: fx.Node, bound: dict) -> None:
-        self._row(node, "cumsum", bound["input"], self._value(bound.get("dim")), bound)
+    def _lower_argmax(self, node: fx.Node, bound: dict) -> None:
+        self._reduce(node, "argmax", bound)
 
-    def _lower_cumprod(self, node: fx.Node, bound: dict) -> None:
-        self._row(node, "cumprod", bound["input"], self._value(bound.get("dim")), bound)
+    def _lower_argmin(self, node: fx.Node, bound: dict) -> None:
+        self._reduce(node, "argmin", bound)
 
     def _lower_amax(self, node: fx.Node, bound: dict) -> None:
         self._reduce(node, "amax", bound)
@@ -595,7 +608,9 @@ class Lowering(NormLowering, LossLowering):
         if isinstance(source, fx.Node) and source in self.pending:
             if index == 0:
                 return self._values_of(node, source)
-            raise Unsupported(f"the indices of {source.name} (its item 1) are {UNSUPPORTED}")
+            if index == 1:
+                return self._indices_of(node, source)
+            raise Unsupported(f"item {index} of {source.name} is {UNSUPPORTED}")
         raise Unsupported(f"tensor indexing is {UNSUPPORTED}")
 
     def _lower_getattr(self, node: fx.Node, bound: dict) -> None:
@@ -603,6 +618,8 @@ class Lowering(NormLowering, LossLowering):
         if isinstance(source, fx.Node) and source in self.pending:
             if name == "values":
                 return self._values_of(node, source)
+            if name == "indices":
+                return self._indices_of(node, source)
             raise Unsupported(f"the {name} of {source.name} are {UNSUPPORTED}")
         if name in ("T", "mT", "mH", "H"):
             return self._lower_transpose(node, bound)
@@ -617,6 +634,11 @@ class Lowering(NormLowering, LossLowering):
         op, x, attrs = self.pending[source]
         self._emit(node, op, [self._tensor(x)], attrs, name=source.name)
         self.refs[source] = self.refs[node]
+
+    def _indices_of(self, node: fx.Node, source: fx.Node) -> None:
+        """max(x, dim)[1]: the indices of a pending max or min, as argmax or argmin."""
+        op, x, attrs = self.pending[source]
+        self._emit(node, {"amax": "argmax", "amin": "argmin"}[op], [self._tensor(x)], attrs)
 
     def _lower_static(self, node: fx.Node, bound: dict) -> None:
         raise Unsupported("a size that could not be evaluated")

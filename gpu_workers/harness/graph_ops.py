@@ -35,6 +35,12 @@ _LOSS = ("input", "target", "size_average", "reduce", "reduction")
 # the anchor is "input": every call binds its first tensor under that name
 _TRIPLET = ("input", "positive", "negative", "margin", "p", "eps", "swap", "size_average", "reduce",
             "reduction")  # fmt: skip
+_CROSS_ENTROPY = ("input", "target", "weight", "size_average", "ignore_index", "reduce",
+                  "reduction", "label_smoothing")  # fmt: skip
+_MAX_POOL = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+_AVG_POOL = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+             "divisor_override")  # fmt: skip
+_LIKE = ("input", "dtype", "layout", "device", "requires_grad", "memory_format")
 
 
 def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
@@ -94,6 +100,21 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             torch.logsumexp: ("logsumexp", ("input", "dim", "keepdim")),
             torch.cumsum: ("cumsum", ("input", "dim", "dtype", "out")),
             torch.cumprod: ("cumprod", ("input", "dim", "dtype", "out")),
+            torch.flip: ("flip", ("input", "dims")),
+            torch.narrow: ("narrow", ("input", "dim", "start", "length")),
+            torch.zeros_like: ("zeros_like", _LIKE),
+            torch.ones_like: ("ones_like", _LIKE),
+            torch.cat: ("cat", ("input", "dim")),
+            torch.concat: ("cat", ("input", "dim")),
+            torch.argmax: ("argmax", ("input", "dim", "keepdim")),
+            torch.argmin: ("argmin", ("input", "dim", "keepdim")),
+            F.max_pool1d: ("max_pool1d", _MAX_POOL),
+            F.max_pool2d: ("max_pool2d", _MAX_POOL),
+            F.max_pool3d: ("max_pool3d", _MAX_POOL),
+            F.avg_pool1d: ("avg_pool1d", _AVG_POOL[:-1]),
+            F.avg_pool2d: ("avg_pool2d", _AVG_POOL),
+            F.avg_pool3d: ("avg_pool3d", _AVG_POOL),
+            F.cross_entropy: ("cross_entropy", _CROSS_ENTROPY),
             torch.norm: ("norm", ("input", "p", "dim", "keepdim", "out", "dtype")),
             torch.linalg.vector_norm: ("vector_norm", ("input", "ord", "dim", "keepdim", "dtype")),
             torch.linalg.norm: ("linalg_norm", ("input", "ord", "dim", "keepdim", "dtype")),
@@ -168,6 +189,10 @@ def _method_table() -> dict[str, tuple[str, tuple[str, ...] | None]]:
             "logsumexp": ("logsumexp", ("input", "dim", "keepdim")),
             "cumsum": ("cumsum", ("input", "dim", "dtype")),
             "cumprod": ("cumprod", ("input", "dim", "dtype")),
+            "flip": ("flip", ("input", "dims")),
+            "narrow": ("narrow", ("input", "dim", "start", "length")),
+            "argmax": ("argmax", ("input", "dim", "keepdim")),
+            "argmin": ("argmin", ("input", "dim", "keepdim")),
             "norm": ("norm", ("input", "p", "dim", "keepdim", "dtype")),
             "amax": ("amax", ("input", "dim", "keepdim")),
             "amin": ("amin", ("input", "dim", "keepdim")),
@@ -207,6 +232,8 @@ CONVOLUTIONS = (
     nn.ConvTranspose2d,
     nn.ConvTranspose3d,
 )
+# Calls that read only their operand's shape: what computes the operand need not lower.
+SHAPE_ONLY = {torch.zeros_like, torch.ones_like}
 # Calls whose result may share storage with their input: an in-place op on the result mutates it.
 VIEWS = {"view", "reshape", "flatten", "unsqueeze", "squeeze", "t", "transpose", "permute"}
 
@@ -256,6 +283,18 @@ MODULE_CALLS: list[tuple[type, str, tuple[str, ...], tuple[str, ...]]] = [
         ("input", "positive", "negative"),
         ("margin", "p", "eps", "swap", "reduction"),
     ),
+    (
+        nn.CrossEntropyLoss,
+        "cross_entropy",
+        ("input", "target"),
+        ("weight", "ignore_index", "reduction", "label_smoothing"),
+    ),
+    (nn.MaxPool1d, "max_pool1d", ("input",), _MAX_POOL[1:]),
+    (nn.MaxPool2d, "max_pool2d", ("input",), _MAX_POOL[1:]),
+    (nn.MaxPool3d, "max_pool3d", ("input",), _MAX_POOL[1:]),
+    (nn.AvgPool1d, "avg_pool1d", ("input",), _AVG_POOL[1:-1]),
+    (nn.AvgPool2d, "avg_pool2d", ("input",), _AVG_POOL[1:]),
+    (nn.AvgPool3d, "avg_pool3d", ("input",), _AVG_POOL[1:]),
 ]
 
 

@@ -1,6 +1,7 @@
 """The cuda target on a real GPU (skipped without one): every pattern's candidate compiles and
-verifies in the harness, a GEMM verifies under the strict fp32 protocol with tf32 = 0, and one
-candidate profiles."""
+verifies in the harness, so do argmax, the KernelBench scans, pooling and cross-entropy at larger
+sizes (rows past a block, many lines), a GEMM verifies under the strict fp32 protocol with
+tf32 = 0, and one candidate profiles."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent" / "fusion"))
-from fusion_cases import ALL, linear_bias_relu, scaled_softmax  # noqa: E402
+from fusion_cases import (  # noqa: E402
+    ALL,
+    arg_reductions,
+    cross_entropy,
+    kernelbench_scans,
+    linear_bias_relu,
+    pooling,
+    scaled_softmax,
+)
 
 from agent.fusion import compile_graph
 
@@ -26,6 +35,12 @@ from gpu_workers.harness.protocol import FP32_STRICT, LOOSE  # noqa: E402
 from gpu_workers.harness.session import Session  # noqa: E402
 
 STRICT_GEMM = linear_bias_relu(rows=256, k=512, n=384)
+LARGER = [
+    arg_reductions(a=8, c=1024, w=2047),
+    kernelbench_scans(a=4, c=1024, w=33, long=32768),
+    pooling(length=65536),
+    cross_entropy(rows=4096, classes=4096),
+]
 PROFILED = scaled_softmax(rows=4096, cols=4096)
 
 
@@ -34,7 +49,8 @@ def prebuilt(tmp_path_factory):
     """Builds every candidate at once (the compile cache is content-addressed), so the sessions
     below find their extensions built instead of compiling one after another."""
     root = tmp_path_factory.mktemp("prebuild")
-    jobs = [(c, {}) for c in ALL] + [(STRICT_GEMM, {"allow_tf32": False}), (PROFILED, {})]
+    jobs = [(c, {}) for c in ALL + LARGER]
+    jobs += [(STRICT_GEMM, {"allow_tf32": False}), (PROFILED, {})]
 
     def build(job):
         (case, options), index = job
@@ -56,7 +72,11 @@ def _session(case, tmp_path, protocol=LOOSE, **options):
     return session
 
 
-@pytest.mark.parametrize("case", ALL, ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c.name) for c in ALL]
+    + [pytest.param(c, id=f"{c.name}-larger") for c in LARGER],
+)
 def test_cuda_candidate_verifies(case, tmp_path):
     with _session(case, tmp_path) as session:
         compiled = session.compile()

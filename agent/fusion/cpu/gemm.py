@@ -129,13 +129,12 @@ def gemm_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
     g = kernel.gemm
     ns = kernel.name
     rows = RowAccess(body, g.batch * g.m, g.n)
-    reads, writes = body.reads(), body.writes()
     closure = body.closure([o.bnode for o in body.outputs])
     inner = rows.loads(closure, "          ")
     inner += rows.ops(closure, "          ")
     inner += [f"          {o.buffer}[r * kN + c] = {rows.ref(o.bnode)};" for o in body.outputs]
     params = ["const float* __restrict__ a", "const float* __restrict__ b"]
-    params += c_params(reads, writes)
+    params += c_params(body.params())
     code = GEMM_TEMPLATE.format(
         ns=ns,
         batch=g.batch,
@@ -164,9 +163,7 @@ def gemm_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
         nodes=kernel.nodes + kernel.aliases,
         code=code,
         launcher=f"{ns}_launch",
-        params=[Param(a, "in"), Param(b, "in")]
-        + [Param(r, "in") for r in reads]
-        + [Param(w, "out") for w in writes],
+        params=[Param(a, "in"), Param(b, "in"), *body.params()],
         launch={"mc": mc, "nc": nc, "kc": 256},
         tunables={"mc": [32, 64, 128], "nc": [64, 128, 256], "kc": [128, 256, 512]},
         description=desc,

@@ -9,7 +9,7 @@ from agent.fusion.cpu.prelude import c_params
 from agent.fusion.cpu.row_access import RowAccess
 from agent.fusion.ir import numel, split_rows
 from agent.fusion.plan import Kernel, Plan
-from agent.fusion.program import KernelSource, Param
+from agent.fusion.program import KernelSource
 
 
 def _pick_cols(body: Body, shape: tuple[int, ...], total: int) -> int:
@@ -30,7 +30,6 @@ def pointwise_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) 
     total = kernel.numel
     cols = _pick_cols(body, shape, total)
     rows = RowAccess(body, total // cols, cols)
-    reads, writes = body.reads(), body.writes()
     closure = body.closure([o.bnode for o in body.outputs])
     inner = rows.loads(closure, "        ")
     inner += rows.ops(closure, "        ")
@@ -40,7 +39,7 @@ constexpr int64_t kN = {total};
 constexpr int64_t kCols = {cols};
 }}  // namespace {ns}
 
-extern "C" void {ns}_launch({", ".join(c_params(reads, writes))}, int64_t block) {{
+extern "C" void {ns}_launch({", ".join(c_params(body.params()))}, int64_t block) {{
   using namespace {ns};
   if (block < 256) block = 256;
   const int64_t tasks = (kN + block - 1) / block;
@@ -68,7 +67,7 @@ extern "C" void {ns}_launch({", ".join(c_params(reads, writes))}, int64_t block)
         nodes=kernel.nodes + kernel.aliases,
         code=code,
         launcher=f"{ns}_launch",
-        params=[Param(b, "in") for b in reads] + [Param(b, "out") for b in writes],
+        params=body.params(),
         launch={"block": _default_block(total)},
         tunables={"block": [4096, 16384, 65536]},
         description=f"{total} elements in rows of {cols}, OpenMP tasks of `block` elements",

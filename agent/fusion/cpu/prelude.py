@@ -7,7 +7,7 @@ pointers and its tuning knobs. Shapes are compile-time constants, as on CUDA.
 
 from __future__ import annotations
 
-from agent.fusion.program import KernelSource
+from agent.fusion.program import KernelSource, Param
 
 DIALECT = "cpu"
 
@@ -42,10 +42,10 @@ def row_tasks_launcher(ns: str, params: list[str], row_body: str) -> str:
 """
 
 
-def c_params(reads: list[str], writes: list[str]) -> list[str]:
-    return [f"const float* __restrict__ {b}" for b in reads] + [
-        f"float* __restrict__ {b}" for b in writes
-    ]
+def c_params(params: list[Param]) -> list[str]:
+    """A launcher's pointer parameters: the buffers read are const."""
+    return [f"{'const ' if p.role == 'in' else ''}{p.c_type}* __restrict__ {p.buffer}"
+            for p in params]  # fmt: skip
 
 
 def fused_cpp(sources: list[KernelSource], header: str) -> str:

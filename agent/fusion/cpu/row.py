@@ -11,14 +11,13 @@ from agent.fusion.body import lower_kernel, row_passes
 from agent.fusion.cpu.prelude import c_params, row_tasks_launcher
 from agent.fusion.cpu.row_access import RowAccess
 from agent.fusion.plan import Kernel, Plan
-from agent.fusion.program import KernelSource, Param
+from agent.fusion.program import KernelSource
 
 
 def row_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
     body = lower_kernel(plan, kernel, names)
     ns = kernel.name
     rows = RowAccess(body, kernel.rows, kernel.cols, kernel.inner)
-    reads, writes = body.reads(), body.writes()
     lines = rows.setup("      ")
     lines += rows.row_ops(0)
     for p, (what, nodes, targets) in enumerate(row_passes(body)):
@@ -53,7 +52,7 @@ constexpr int64_t kCols = {kernel.cols};
 }}  // namespace {ns}
 
 """
-    code += row_tasks_launcher(ns, c_params(reads, writes), "\n".join(lines))
+    code += row_tasks_launcher(ns, c_params(body.params()), "\n".join(lines))
     per_task = max(1, min(64, 16384 // kernel.cols, kernel.rows // 64))
     along = f" ({kernel.inner} apart)" if kernel.inner > 1 else ""
     return KernelSource(
@@ -62,7 +61,7 @@ constexpr int64_t kCols = {kernel.cols};
         nodes=kernel.nodes + kernel.aliases,
         code=code,
         launcher=f"{ns}_launch",
-        params=[Param(b, "in") for b in reads] + [Param(b, "out") for b in writes],
+        params=body.params(),
         launch={"rows_per_task": per_task},
         tunables={"rows_per_task": [1, 4, 16, 64]},
         description=(

@@ -6,9 +6,9 @@ row offset hoisted out of the row, so the innermost loop is a `#pragma omp simd`
 from __future__ import annotations
 
 from agent.fusion import expressions
-from agent.fusion.body import BNode, Body
+from agent.fusion.body import BNode, Body, load_expression
 from agent.fusion.cpu.prelude import DIALECT
-from agent.fusion.ir import flat_index, row_base, split_axis, split_rows
+from agent.fusion.ir import row_base, split_axis, split_rows
 
 
 class RowAccess:
@@ -18,12 +18,14 @@ class RowAccess:
 
     def __init__(self, body: Body, rows: int, cols: int, inner: int = 1):
         self.body, self.rows, self.cols, self.inner = body, rows, cols, inner
-        self.split = {
-            n.id: split_rows(n.terms, n.total, cols)
-            if inner == 1
-            else split_axis(n.terms, n.total, cols, inner)
-            for n in body.loads("elem")
-        }
+        self.split = {n.id: self._split(n) for n in body.loads("elem")}
+
+    def _split(self, n: BNode):
+        if n.indexed:
+            return None
+        if self.inner == 1:
+            return split_rows(n.terms, n.total, self.cols)
+        return split_axis(n.terms, n.total, self.cols, self.inner)
 
     def element_index(self, row: str = "r") -> str:
         """The flat index of element (row, c) of the element space."""
@@ -43,16 +45,13 @@ class RowAccess:
             if split.col == 0:
                 lines.append(f"{indent}const float a{n.id} = {n.buffer}[b{n.id}];")
         for n in self.body.loads("row"):
-            lines.append(
-                f"{indent}const float a{n.id} = {n.buffer}[{flat_index(n.terms, n.total, row)}];"
-            )
+            lines.append(f"{indent}const float a{n.id} = {load_expression(n, row)};")
         return lines
 
     def load(self, n: BNode, indent: str, row: str = "r") -> list[str]:
         split = self.split[n.id]
         if split is None:
-            index = flat_index(n.terms, n.total, self.element_index(row))
-            return [f"{indent}const float a{n.id} = {n.buffer}[{index}];"]
+            return [f"{indent}const float a{n.id} = {load_expression(n, self.element_index(row))};"]
         if split.col == 0:
             return []
         column = "c" if split.col == 1 else f"c * {split.col}"

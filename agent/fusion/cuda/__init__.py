@@ -6,9 +6,11 @@ multiply-shift sequences; indices are 32-bit unsigned whenever the element count
 knobs are launcher arguments.
 """
 
+from agent.fusion.cuda.arg_reduction import arg_reduction_source
 from agent.fusion.cuda.axis import axis_source
 from agent.fusion.cuda.gemm import gemm_source
 from agent.fusion.cuda.pointwise import pointwise_source
+from agent.fusion.cuda.pooling import pooling_source
 from agent.fusion.cuda.prelude import fused_cu as kernel_file
 from agent.fusion.cuda.row import row_source
 from agent.fusion.cuda.scan import scan_source
@@ -19,6 +21,8 @@ GENERATORS = {
     "row_reduction": row_source,
     "axis_reduction": axis_source,
     "scan": scan_source,
+    "arg_reduction": arg_reduction_source,
+    "pooling": pooling_source,
     "gemm": gemm_source,
 }
 

@@ -11,11 +11,11 @@ reading them all, so the result is known to the whole team after one __syncthrea
 from __future__ import annotations
 
 from agent.fusion import expressions
-from agent.fusion.body import BNode, Body, lower_kernel, row_passes
+from agent.fusion.body import BNode, Body, load_expression, lower_kernel, row_passes
 from agent.fusion.cuda.prelude import DIALECT, idx_type, launch_params, pointer_params
-from agent.fusion.ir import flat_index, row_base, split_axis
+from agent.fusion.ir import row_base, split_axis
 from agent.fusion.plan import Kernel, Plan
-from agent.fusion.program import KernelSource, Param
+from agent.fusion.program import KernelSource
 
 RESIDENT_THREADS = 2**18  # about what an H100 keeps in flight (132 SMs x 2048)
 
@@ -27,7 +27,8 @@ class _AxisKernel:
         self.kernel, self.body = kernel, body
         self.rows, self.cols, self.inner = kernel.rows, kernel.cols, kernel.inner
         self.split = {
-            n.id: split_axis(n.terms, n.total, self.cols, self.inner) for n in body.loads("elem")
+            n.id: None if n.indexed else split_axis(n.terms, n.total, self.cols, self.inner)
+            for n in body.loads("elem")
         }
         self.reductions = body.reductions()
         self.slot = {n.id: k for k, n in enumerate(self.reductions)}
@@ -52,7 +53,7 @@ class _AxisKernel:
             if split.col == 0:
                 add(f"    const float a{n.id} = {n.buffer}[b{n.id}];")
         for n in self.body.loads("row"):
-            add(f"    const float a{n.id} = {n.buffer}[{flat_index(n.terms, n.total, 'r')}];")
+            add(f"    const float a{n.id} = {load_expression(n, 'r')};")
         self.lines += expressions.row_statements(self.body, 0, self.ref, "    ", DIALECT)
 
     def element_loads(self, nodes: list[BNode]) -> list[str]:
@@ -62,12 +63,13 @@ class _AxisKernel:
                 continue
             split = self.split[n.id]
             if split is None:
-                index = flat_index(n.terms, n.total, "f0 + c * kInner")
+                value = load_expression(n, "f0 + c * kInner")
             elif split.col == 0:
                 continue
             else:
                 index = f"b{n.id} + c" if split.col == 1 else f"b{n.id} + c * {split.col}"
-            lines.append(f"        const float a{n.id} = {n.buffer}[{index}];")
+                value = f"{n.buffer}[{index}]"
+            lines.append(f"        const float a{n.id} = {value};")
         return lines
 
     def sweep(self, what: str, nodes: list[BNode], targets: list[int], depth: int) -> None:
@@ -162,9 +164,9 @@ def axis_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
     body = lower_kernel(plan, kernel, names)
     ns = kernel.name
     axis = _AxisKernel(kernel, body)
-    reads, writes = body.reads(), body.writes()
-    args = ", ".join(reads + writes)
-    host_params = launch_params(reads, writes)
+    params = body.params()
+    args = ", ".join(p.buffer for p in params)
+    host_params = launch_params(params)
     slots = len(axis.reductions)
     code = AXIS_NAMESPACE.format(
         ns=ns,
@@ -172,7 +174,7 @@ def axis_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
         outer=kernel.rows // kernel.inner,
         cols=kernel.cols,
         inner=kernel.inner,
-        params=pointer_params(reads, writes),
+        params=pointer_params(params),
         shared=f"  __shared__ float slots[{slots}][32][32];  // [reduction][ty][lane]"
         if slots
         else "",
@@ -193,7 +195,7 @@ extern "C" const char* {launcher}({host_params}, int threads, cudaStream_t strea
         nodes=kernel.nodes + kernel.aliases,
         code=code,
         launcher=launcher,
-        params=[Param(b, "in") for b in reads] + [Param(b, "out") for b in writes],
+        params=params,
         launch={"threads": 32 * _team_size(kernel)},
         tunables={"threads": [32, 64, 128, 256, 512, 1024]},
         description=(

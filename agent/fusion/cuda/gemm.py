@@ -63,17 +63,18 @@ const char* gemm(const float* a, const float* b, float* c, int tf32, cudaStream_
   return status == CUBLAS_STATUS_SUCCESS ? nullptr : cublasGetStatusString(status);
 }}
 """
-    reads_epi: list[str] = []
-    writes = [o.buffer for o in body.outputs] if work is not None else []
+    epi_params: list[Param] = []
     if work is not None:
-        epi_code, reads_epi, writes = pointwise_namespace("epilogue", body, kernel.numel)
+        epi_code, epi_params = pointwise_namespace("epilogue", body, kernel.numel)
         code += "\n" + epi_code
+    reads_epi = [p.buffer for p in epi_params if p.role == "in"]
+    writes = [p.buffer for p in epi_params if p.role == "out"]
     code += f"}}  // namespace {ns}\n"
     launcher = f"{ns}_launch"
-    extra_reads = [r for r in reads_epi if r != work]
+    extra_reads = [p for p in epi_params if p.role == "in" and p.buffer != work]
     c_params = (
         ["const float* a", "const float* b"]
-        + [f"const float* {r}" for r in extra_reads]
+        + [f"const {p.c_type}* {p.buffer}" for p in extra_reads]
         + [f"float* {target}"]
         + [f"float* {w}" for w in writes if w != target]
     )
@@ -92,7 +93,7 @@ extern "C" const char* {launcher}({", ".join(c_params)}, int threads, int blocks
 {chr(10).join(body_lines)}
 }}
 """
-    params = [Param(a, "in"), Param(b, "in")] + [Param(r, "in") for r in extra_reads]
+    params = [Param(a, "in"), Param(b, "in"), *extra_reads]
     params.append(Param(target, "work" if work is not None else "out"))
     params += [Param(w, "out") for w in writes if w != target]
     epilogue = [n for n in kernel.nodes[1:]]

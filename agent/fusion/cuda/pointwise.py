@@ -8,7 +8,7 @@ for the four lanes (broadcast along the last dims), or one load a lane (anything
 from __future__ import annotations
 
 from agent.fusion import expressions
-from agent.fusion.body import BNode, Body, lower_kernel
+from agent.fusion.body import BNode, Body, load_expression, lower_kernel
 from agent.fusion.cuda.prelude import DIALECT, idx_type, launch_params, pointer_params
 from agent.fusion.ir import flat_index
 from agent.fusion.plan import Kernel, Plan
@@ -17,19 +17,24 @@ from agent.fusion.program import KernelSource, Param
 
 def _flat_access(node: BNode) -> str:
     """How V = 4 consecutive elements read a load: 'vec' (one aligned float4), 'splat' (one
-    value for the four lanes) or 'lanes' (a load per lane)."""
+    value for the four lanes) or 'lanes' (a load per lane: also any buffer not of floats, whose
+    elements convert one by one, and a pick's)."""
+    if node.indexed:
+        return "lanes"
     inner = [t for t in node.terms if t.div == 1]
     outer = [t for t in node.terms if t.div != 1]
     if any(t.div % 4 for t in outer):
         return "lanes"
     if not inner:
         return "splat"
-    return "vec" if inner[0].mod % 4 == 0 or inner[0].mod == node.total else "lanes"
+    vec = node.dtype == "float32" and (inner[0].mod % 4 == 0 or inner[0].mod == node.total)
+    return "vec" if vec else "lanes"
 
 
-def pointwise_namespace(ns: str, body: Body, total: int) -> tuple[str, list[str], list[str]]:
+def pointwise_namespace(ns: str, body: Body, total: int) -> tuple[str, list[Param]]:
     """The namespace `ns` with step/kernel/launch for a flat element-wise body; returns the code
-    and its pointer parameters (reads, writes)."""
+    and its pointer parameters."""
+    params = body.params()
     reads, writes = body.reads(), body.writes()
     closure = body.closure([o.bnode for o in body.outputs])
     access = {n.id: _flat_access(n) for n in closure if n.kind == "load"}
@@ -60,7 +65,7 @@ def pointwise_namespace(ns: str, body: Body, total: int) -> tuple[str, list[str]
             decls.append(f"  float a{n.id}[U][V];")
             step += [
                 "#pragma unroll",
-                f"    for (int l = 0; l < V; ++l) a{n.id}[u][l] = {n.buffer}[{_idx(n, 'i + l')}];",
+                f"    for (int l = 0; l < V; ++l) a{n.id}[u][l] = {load_expression(n, 'i + l')};",
             ]
     step += ["  }", "#pragma unroll", "  for (int u = 0; u < U; ++u) {"]
     step += ["    const idx_t i = i0 + u * stride;"]
@@ -77,8 +82,7 @@ def pointwise_namespace(ns: str, body: Body, total: int) -> tuple[str, list[str]
     unroll = 4
     while unroll > 1 and unroll * floats > 32:
         unroll //= 2
-    params = pointer_params(reads, writes)
-    host_params = launch_params(reads, writes)
+    host_params = launch_params(params)
     args = ", ".join(reads + writes)
     aligned = [n.buffer for n in closure if n.kind == "load" and access[n.id] == "vec"] + writes
     aligned_check = " && ".join(f"ka_aligned({b})" for b in dict.fromkeys(aligned))
@@ -87,12 +91,12 @@ using idx_t = {idx_type(total)};
 constexpr idx_t kN = {total};
 
 template <int V, int U>
-__device__ __forceinline__ void step(idx_t i0, idx_t stride, {params}) {{
+__device__ __forceinline__ void step(idx_t i0, idx_t stride, {pointer_params(params)}) {{
 {chr(10).join(step)}
 }}
 
 template <int V>
-__global__ void __launch_bounds__(1024) kernel({params}) {{
+__global__ void __launch_bounds__(1024) kernel({pointer_params(params)}) {{
   constexpr idx_t kGroups = kN / V;
   constexpr int kUnroll = {unroll};  // groups in flight per thread (<= 32 floats of loads)
   const idx_t stride = (idx_t)gridDim.x * blockDim.x;
@@ -119,7 +123,7 @@ const char* launch({host_params}, int threads, int blocks_per_sm, cudaStream_t s
 }}
 }}  // namespace {ns}
 """
-    return code, reads, writes
+    return code, params
 
 
 def _idx(node: BNode, index: str) -> str:
@@ -129,10 +133,10 @@ def _idx(node: BNode, index: str) -> str:
 def pointwise_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
     body = lower_kernel(plan, kernel, names)
     ns = kernel.name
-    code, reads, writes = pointwise_namespace(ns, body, kernel.numel)
+    code, params = pointwise_namespace(ns, body, kernel.numel)
     launcher = f"{ns}_launch"
-    args = ", ".join(reads + writes)
-    host_params = launch_params(reads, writes)
+    args = ", ".join(p.buffer for p in params)
+    host_params = launch_params(params)
     code += f"""
 extern "C" const char* {launcher}({host_params}, int threads, int blocks_per_sm,
                                  cudaStream_t stream) {{
@@ -145,7 +149,7 @@ extern "C" const char* {launcher}({host_params}, int threads, int blocks_per_sm,
         nodes=kernel.nodes + kernel.aliases,
         code=code,
         launcher=launcher,
-        params=[Param(b, "in") for b in reads] + [Param(b, "out") for b in writes],
+        params=params,
         launch={"threads": 512, "blocks_per_sm": 16},
         tunables={"threads": [256, 512, 1024], "blocks_per_sm": [4, 8, 16, 32]},
         description=f"{kernel.numel} elements, float4 grid-stride loop",

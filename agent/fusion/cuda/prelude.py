@@ -8,7 +8,7 @@ pointers, its launch configuration and the stream, and returning nullptr or an e
 
 from __future__ import annotations
 
-from agent.fusion.program import KernelSource
+from agent.fusion.program import KernelSource, Param
 
 DIALECT = "cuda"
 
@@ -147,16 +147,18 @@ def idx_type(total: int) -> str:
     return "uint32_t" if total < 2**31 else "int64_t"
 
 
-def pointer_params(reads: list[str], writes: list[str]) -> str:
-    """A kernel's pointer parameters: inputs const and restrict-qualified, then outputs."""
-    ins = [f"const float* __restrict__ {b}" for b in reads]
-    outs = [f"float* __restrict__ {b}" for b in writes]
-    return ", ".join(ins + outs)
+def pointer_params(params: list[Param]) -> str:
+    """A kernel's pointer parameters: inputs const, all restrict-qualified."""
+    return ", ".join(f"{_pointer(p)} __restrict__ {p.buffer}" for p in params)
 
 
-def launch_params(reads: list[str], writes: list[str]) -> str:
+def launch_params(params: list[Param]) -> str:
     """A host launcher's pointer parameters (no restrict: they only pass through)."""
-    return ", ".join([f"const float* {b}" for b in reads] + [f"float* {b}" for b in writes])
+    return ", ".join(f"{_pointer(p)} {p.buffer}" for p in params)
+
+
+def _pointer(p: Param) -> str:
+    return f"{'const ' if p.role == 'in' else ''}{p.c_type}*"
 
 
 def fused_cu(sources: list[KernelSource], header: str) -> str:

@@ -8,9 +8,9 @@ after the first read (`cache`), so a softmax or layer_norm row crosses DRAM once
 from __future__ import annotations
 
 from agent.fusion import expressions
-from agent.fusion.body import BNode, Body, lower_kernel, row_passes
+from agent.fusion.body import BNode, Body, load_expression, lower_kernel, row_passes
 from agent.fusion.cuda.prelude import DIALECT, idx_type, launch_params, pointer_params
-from agent.fusion.ir import flat_index, row_base, split_rows
+from agent.fusion.ir import row_base, split_rows
 from agent.fusion.plan import Kernel, Plan
 from agent.fusion.program import KernelSource, Param
 
@@ -25,10 +25,10 @@ class _RowAccess:
         self.kind: dict[int, str] = {}
         self.split = {}
         for n in body.loads("elem"):
-            split = split_rows(n.terms, n.total, cols)
+            split = None if n.indexed else split_rows(n.terms, n.total, cols)
             self.split[n.id] = split
-            if split is None:
-                self.kind[n.id] = "lanes"
+            if split is None or (n.dtype != "float32" and split.col != 0):
+                self.kind[n.id] = "lanes"  # a mask's bools convert one by one, no float4
             elif split.col == 0:
                 self.kind[n.id] = "rowconst"
             elif not split.row_terms:
@@ -83,7 +83,7 @@ class _RowKernel:
             if kind == "rowconst":
                 self.add(f"    const float a{n.id} = {n.buffer}[b{n.id}];")
         for n in self.body.loads("row"):
-            self.add(f"    const float a{n.id} = {n.buffer}[{flat_index(n.terms, n.total, 'r')}];")
+            self.add(f"    const float a{n.id} = {load_expression(n, 'r')};")
         self.lines += expressions.row_statements(self.body, 0, self.ref, "    ", DIALECT)
 
     def sweep(self, p: int, what: str, nodes, targets: list[int], u_count: int, shift: int) -> None:
@@ -92,14 +92,15 @@ class _RowKernel:
         add, lines, body = self.add, self.lines, self.body
         start = len(lines)
         loads = [n for n in nodes if n.kind == "load" and self.access.kind[n.id] != "rowconst"]
-        for n in loads:
-            add(f"      float a{n.id}[{u_count}][V];")
-        add("#pragma unroll")
-        add(f"      for (int u = 0; u < {u_count}; ++u) {{")
-        add("        const idx_t cu = c + u * step;")
-        for n in loads:
-            lines.extend(self.load(n, p))
-        add("      }")
+        if loads:  # none when every operand is constant along the row (a row of one)
+            for n in loads:
+                add(f"      float a{n.id}[{u_count}][V];")
+            add("#pragma unroll")
+            add(f"      for (int u = 0; u < {u_count}; ++u) {{")
+            add("        const idx_t cu = c + u * step;")
+            for n in loads:
+                lines.extend(self.load(n, p))
+            add("      }")
         add("#pragma unroll")
         add(f"      for (int u = 0; u < {u_count}; ++u) {{")
         if what == "write":
@@ -130,11 +131,8 @@ class _RowKernel:
         kind = self.access.kind[n.id]
         dst = f"a{n.id}[u]"
         if kind == "lanes":
-            index = flat_index(n.terms, n.total, f"r * {self.cols} + cu + l")
-            return [
-                "#pragma unroll",
-                f"        for (int l = 0; l < V; ++l) {dst}[l] = {n.buffer}[{index}];",
-            ]
+            value = load_expression(n, f"r * {self.cols} + cu + l")
+            return ["#pragma unroll", f"        for (int l = 0; l < V; ++l) {dst}[l] = {value};"]
         src = f"{n.buffer} + cu" if kind == "col" else f"{n.buffer} + b{n.id} + cu"
         if n.id not in self.slot_of:
             return [f"        ka_ld<V>({src}, {dst});"]
@@ -221,12 +219,11 @@ class _RowKernel:
         ] + [o.buffer for o in body.elem_outputs()]
         return " && ".join(f"ka_aligned({b})" for b in dict.fromkeys(vec_bufs)) or "true"
 
-    def code(self, reads: list[str], writes: list[str]) -> str:
+    def code(self, params: list[Param]) -> str:
         ns, vec_ok = self.kernel.name, self.cols % 4 == 0
         loop_body = self.row_loop_body()
-        params = pointer_params(reads, writes)
-        args = ", ".join(reads + writes)
-        host_params = launch_params(reads, writes)
+        args = ", ".join(p.buffer for p in params)
+        host_params = launch_params(params)
         sync = "    if constexpr (!WARP) __syncthreads();  // slots are reused row after row\n"
         dispatch = _dispatch(
             [
@@ -244,7 +241,7 @@ class _RowKernel:
             rows=self.rows,
             cols=self.cols,
             cached=len(self.cached),
-            params=params,
+            params=pointer_params(params),
             shared=self.shared_declarations(),
             sync=sync if self.reductions else "",
             loop_body=loop_body,
@@ -325,12 +322,12 @@ def row_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ker
     body = lower_kernel(plan, kernel, names)
     ns, rows, cols = kernel.name, kernel.rows, kernel.cols
     row_kernel = _RowKernel(kernel, body)
-    reads, writes = body.reads(), body.writes()
-    code = row_kernel.code(reads, writes)
+    params = body.params()
+    code = row_kernel.code(params)
     launcher = f"{ns}_launch"
-    args = ", ".join(reads + writes)
+    args = ", ".join(p.buffer for p in params)
     code += f"""
-extern "C" const char* {launcher}({launch_params(reads, writes)}, int threads, int warp_per_row,
+extern "C" const char* {launcher}({launch_params(params)}, int threads, int warp_per_row,
                                  int cache, int unroll, cudaStream_t stream) {{
   return {ns}::launch({args}, threads, warp_per_row, cache, unroll, stream);
 }}
@@ -348,7 +345,7 @@ extern "C" const char* {launcher}({launch_params(reads, writes)}, int threads, i
         nodes=kernel.nodes + kernel.aliases,
         code=code,
         launcher=launcher,
-        params=[Param(b, "in") for b in reads] + [Param(b, "out") for b in writes],
+        params=params,
         launch={
             "threads": threads,
             "warp_per_row": int(warp_default),

@@ -1,15 +1,17 @@
-"""CUDA scan kernels (cumsum, cumprod) along any dim.
+"""CUDA scan kernels (cumsum, cumprod) along any dim, forward or reverse (a line read from its
+end: no flipped copy), inclusive or exclusive.
 
 Along the last dim (inner = 1) a block scans a row in chunks of blockDim elements: a warp scan
-with shuffles, the warps' totals scanned by the first warp, plus the carry of the chunks before.
-Along another dim each thread scans one line in order; neighbouring threads own neighbouring
-lines, so every step's loads and stores are coalesced.
+with shuffles, the warps' totals scanned by the first warp, plus the carry of the chunks before;
+an exclusive scan takes the inclusive value of the lane before. Along another dim each thread
+scans one line in order; neighbouring threads own neighbouring lines, so every step's loads and
+stores are coalesced.
 """
 
 from __future__ import annotations
 
 from agent.fusion import expressions
-from agent.fusion.body import scan_operands
+from agent.fusion.body import standalone_operands
 from agent.fusion.cuda.prelude import idx_type, launch_params, pointer_params
 from agent.fusion.cuda.row import REDUCE_CODE
 from agent.fusion.plan import Kernel, Plan
@@ -24,13 +26,16 @@ ROW_SCAN = """  static_assert(kInner == 1, "a row scan reads contiguous rows");
   for (idx_t r = blockIdx.x; r < kRows; r += gridDim.x) {
     float carry = kIdentity;
     for (idx_t c0 = 0; c0 < kCols; c0 += blockDim.x) {
-      const idx_t c = c0 + threadIdx.x;
-      float v = c < kCols ? x[r * kCols + c] : kIdentity;
+      const idx_t c = c0 + threadIdx.x;  // the position along the scan, not the column
+      const idx_t at = r * kCols + (kReverse ? kCols - 1 - c : c);  // used only while c < kCols
+      float v = c < kCols ? x[at] : kIdentity;
 #pragma unroll
       for (int offset = 1; offset < 32; offset <<= 1) {
         const float before = __shfl_up_sync(0xffffffffu, v, offset);
         if (lane >= offset) v = ka_combine<kOp>(before, v);
       }
+      float before = __shfl_up_sync(0xffffffffu, v, 1);  // the lane before's inclusive value
+      if (lane == 0) before = kIdentity;
       if (lane == 31) totals[warp] = v;
       __syncthreads();
       if (warp == 0) {
@@ -43,8 +48,9 @@ ROW_SCAN = """  static_assert(kInner == 1, "a row scan reads contiguous rows");
         totals[lane] = t;
       }
       __syncthreads();
-      if (warp > 0) v = ka_combine<kOp>(totals[warp - 1], v);
-      if (c < kCols) y[r * kCols + c] = ka_combine<kOp>(carry, v);
+      const float prefix = warp > 0 ? totals[warp - 1] : kIdentity;
+      const float own = kExclusive ? before : v;
+      if (c < kCols) y[at] = ka_combine<kOp>(carry, ka_combine<kOp>(prefix, own));
       carry = ka_combine<kOp>(carry, totals[warps - 1]);
       __syncthreads();  // the next chunk rewrites totals
     }
@@ -54,9 +60,12 @@ LINE_SCAN = """  const idx_t stride = (idx_t)gridDim.x * blockDim.x;
   for (idx_t r = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; r < kRows; r += stride) {
     const idx_t base = r / kInner * (kCols * kInner) + r % kInner;
     float acc = kIdentity;
-    for (idx_t c = 0; c < kCols; ++c) {
-      acc = ka_combine<kOp>(acc, x[base + c * kInner]);
-      y[base + c * kInner] = acc;
+    for (idx_t s = 0; s < kCols; ++s) {
+      const idx_t at = base + (kReverse ? kCols - 1 - s : s) * kInner;
+      const float value = x[at];
+      if constexpr (kExclusive) y[at] = acc;
+      acc = ka_combine<kOp>(acc, value);
+      if constexpr (!kExclusive) y[at] = acc;
     }
   }"""
 
@@ -67,6 +76,8 @@ constexpr idx_t kCols = {cols};  // the scanned axis
 constexpr idx_t kInner = {inner};
 constexpr int kOp = {op};  // ka_combine's reduction
 constexpr float kIdentity = {identity};
+constexpr bool kReverse = {reverse};  // from the line's end
+constexpr bool kExclusive = {exclusive};  // each output leaves its own element out
 
 __global__ void __launch_bounds__(1024) kernel({params}) {{
 {body}
@@ -88,8 +99,10 @@ extern "C" const char* {ns}_launch({host_params}, int threads, cudaStream_t stre
 
 def scan_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
     ns = kernel.name
-    x, y = scan_operands(plan, kernel, names)
-    reduce = SCAN_REDUCE[plan.graph.node_by_name[kernel.nodes[0]].op]
+    node = plan.graph.node_by_name[kernel.nodes[0]]
+    x, y = standalone_operands(plan, kernel, names)
+    reduce = SCAN_REDUCE[node.op]
+    reverse, exclusive = bool(node.attrs.get("reverse")), bool(node.attrs.get("exclusive"))
     along_rows = kernel.inner == 1
     code = SCAN_NAMESPACE.format(
         ns=ns,
@@ -99,9 +112,11 @@ def scan_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
         inner=kernel.inner,
         op=REDUCE_CODE[reduce],
         identity=expressions.reduce_init(reduce),
-        params=pointer_params(["x"], ["y"]),
+        reverse=str(reverse).lower(),
+        exclusive=str(exclusive).lower(),
+        params=pointer_params([Param("x", "in"), Param("y", "out")]),
         body=ROW_SCAN if along_rows else LINE_SCAN,
-        host_params=launch_params(["x"], ["y"]),
+        host_params=launch_params([Param("x", "in"), Param("y", "out")]),
         rows_per_block="1" if along_rows else "threads",
     )
     threads = 256
@@ -120,6 +135,8 @@ def scan_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
         tunables={"threads": [64, 128, 256, 512, 1024]},
         description=(
             f"{kernel.rows} lines of {kernel.cols}: "
-            + ("a block a row, chunked warp scans" if along_rows else "a thread a line, in order")
+            + ("a block a row, chunked warp scans" if along_rows else "a thread a line")
+            + (", from the end" if reverse else "")
+            + (", exclusive" if exclusive else "")
         ),
     )

@@ -598,8 +598,9 @@ NORM_LAYERS_MODEL = '''class Model(nn.Module):
 '''
 
 
-def _captured_ir(problem: str, init_inputs: list, inputs: list) -> dict:
-    """The IR the capture lowers `problem` to (in-process: the problem is ours)."""
+def _captured_ir(problem: str, init_inputs: list) -> dict:
+    """The IR the capture lowers `problem` to (in-process: the problem is ours), on the inputs
+    of its get_inputs."""
     import torch
 
     from gpu_workers.harness.graph import lower
@@ -607,7 +608,7 @@ def _captured_ir(problem: str, init_inputs: list, inputs: list) -> dict:
     scope: dict = {}
     exec(compile(problem, "problem", "exec"), scope)  # noqa: S102 - our own source
     torch.manual_seed(0)
-    return lower(scope["Model"](*init_inputs), [torch.randn(*s) for s in inputs], "cpu")
+    return lower(scope["Model"](*init_inputs), scope["get_inputs"](), "cpu")
 
 
 def norm_layers(n: int = 4, c: int = 6, h: int = 5, w: int = 7, groups: int = 3) -> Case:
@@ -619,7 +620,7 @@ def norm_layers(n: int = 4, c: int = 6, h: int = 5, w: int = 7, groups: int = 3)
         + _inputs((n, c, h, w))
         + f"\n\ndef get_init_inputs():\n    return [{c}, {groups}]\n"
     )
-    ir = _captured_ir(problem, [c, groups], [(n, c, h, w)])
+    ir = _captured_ir(problem, [c, groups])
     axis, row, pointwise = "axis_reduction", "row_reduction", "pointwise"
     kinds = (axis, row, axis, row, axis, pointwise, pointwise, pointwise, row, row, axis, row, row)
     nodes = (
@@ -672,7 +673,7 @@ def losses(rows: int = 12, cols: int = 37) -> Case:
     shape = (rows, cols)
     problem = HEADER + LOSSES_MODEL + _inputs(shape, shape, shape)
     problem += "\n\ndef get_init_inputs():\n    return []\n"
-    ir = _captured_ir(problem, [], [shape, shape, shape])
+    ir = _captured_ir(problem, [])
     kinds = ("row_reduction",) * 15
     nodes = (
         ("softmax", "log"),
@@ -724,6 +725,174 @@ def scans(a: int = 3, c: int = 37, w: int = 5, long: int = 1500) -> Case:
     return Case("scans", ir, problem, kinds, nodes)
 
 
+# ---- int64 out, bool and int64 in, windows: argmax, scans as KernelBench writes them, pooling,
+# cross-entropy (each IR is the capture's lowering of its problem) -------------------------------
+
+
+def _captured_case(name, problem, kinds, nodes, init_inputs=()) -> Case:
+    return Case(name, _captured_ir(problem, list(init_inputs)), problem, kinds, nodes)
+
+
+ARG_REDUCTIONS_MODEL = '''class Model(nn.Module):
+    """argmax / argmin along a middle dim, the last dim (keepdim), beside a size-1 dim, over
+    everything, and torch.max's indices; the inputs are small integers, so ties are many."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, y):
+        return (
+            torch.argmax(x, dim=1),
+            x.argmin(dim=-1, keepdim=True),
+            torch.argmax(y, 2),
+            torch.argmin(y),
+            torch.max(x, dim=2)[1],
+        )
+
+
+def get_inputs():
+    return [torch.randint(0, 7, ({a}, {c}, {w})).float(), torch.randn({a}, 1, 9)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def arg_reductions(a: int = 3, c: int = 37, w: int = 1029) -> Case:
+    """argmax / argmin (int64 out) along a middle dim, a last dim longer than a block (keepdim),
+    beside a size-1 dim and over every dim, and torch.max(x, dim)[1]: an arg_reduction each."""
+    problem = HEADER + ARG_REDUCTIONS_MODEL.format(a=a, c=c, w=w)
+    nodes = (("argmax",), ("argmin",), ("argmax_1",), ("argmin_1",), ("getitem",))
+    return _captured_case("arg_reductions", problem, ("arg_reduction",) * 5, nodes)
+
+
+KERNELBENCH_SCANS_MODEL = '''class Model(nn.Module):
+    """Scans as KernelBench writes them: reverse (flip, cumsum, flip), exclusive (cat of a zero
+    and the scan of all but the last element; cumprod behind a one), and masked (x * mask)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x, mask, z, w):
+        reverse = torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim)
+        exclusive = torch.cumsum(z.narrow(dim=1, start=0, length=z.size(1) - 1), dim=1)
+        exclusive = torch.cat((torch.zeros_like(z.select(1, 0).unsqueeze(1)), exclusive), dim=1)
+        products = torch.cumprod(x.narrow(dim=2, start=0, length=x.size(2) - 1), dim=2)
+        products = torch.cat((torch.ones_like(x.select(2, 0).unsqueeze(2)), products), dim=2)
+        long_reverse = torch.flip(torch.cumsum(torch.flip(z, [1]), 1), [1])
+        size_one = torch.cumsum(w.flip(0), 0).flip(0)
+        masked = torch.cumsum(x * mask, dim=self.dim)
+        return reverse, exclusive, products, long_reverse, size_one, masked
+
+
+def get_inputs():
+    x = torch.rand({a}, {c}, {w}) + 0.5
+    return [x, torch.randint(0, 2, x.shape).bool(), torch.rand(2, {long}), torch.rand(1, 4)]
+
+
+def get_init_inputs():
+    return [1]
+'''
+
+
+def kernelbench_scans(a: int = 3, c: int = 37, w: int = 5, long: int = 1500) -> Case:
+    """Reverse, exclusive and masked scans along a middle dim, the last dim, a row longer than a
+    block and a size-1 dim: a scan kernel each (flips and the cat are never materialised), the
+    mask's multiply a pointwise kernel that reads bools."""
+    problem = HEADER + KERNELBENCH_SCANS_MODEL.format(a=a, c=c, w=w, long=long)
+    kinds = ("scan",) * 5 + ("pointwise", "scan")
+    nodes = (("cumsum",), ("cat",), ("cat_1",), ("cumsum_2",), ("cumsum_3",), ("mul",),
+             ("cumsum_4",))  # fmt: skip
+    return _captured_case("kernelbench_scans", problem, kinds, nodes, [1])
+
+
+POOLING_MODEL = '''class Model(nn.Module):
+    """Max and average pooling in 1, 2 and 3 dims: strides, padding, dilation, ceil_mode,
+    count_include_pad and divisor_override."""
+
+    def __init__(self):
+        super().__init__()
+        self.max1 = nn.MaxPool1d(kernel_size=4, stride=1, padding=2, dilation=3)
+        self.max2 = nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True)
+        self.max3 = nn.MaxPool3d(kernel_size=3, stride=2, padding=1, dilation=2)
+        self.avg1 = nn.AvgPool1d(kernel_size=4, stride=1, padding=2)
+        self.avg2 = nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)
+        self.avg3 = nn.AvgPool3d(kernel_size=3, stride=2, padding=1, ceil_mode=True)
+
+    def forward(self, a, b, c):
+        return (
+            self.max1(a),
+            self.max2(b),
+            self.max3(c),
+            self.avg1(a),
+            self.avg2(b),
+            self.avg3(c),
+            F.avg_pool2d(b, 2, divisor_override=3),
+            F.max_pool2d(b, (2, 3)),
+        )
+
+
+def get_inputs():
+    return [torch.randn(2, 3, {length}), torch.randn(2, 1, 9, 7), torch.randn(1, 2, 7, 6, 5)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def pooling(length: int = 1100) -> Case:
+    """nn.MaxPool1d/2d/3d, nn.AvgPool1d/2d/3d and F.avg_pool2d / F.max_pool2d: a pooling kernel
+    each, over odd sizes, a size-1 channel dim and a 1-d row longer than a block."""
+    problem = HEADER + POOLING_MODEL.format(length=length)
+    names = ("max1", "max2", "max3", "avg1", "avg2", "avg3", "avg_pool2d", "max_pool2d")
+    nodes = tuple((n,) for n in names)
+    return _captured_case("pooling", problem, ("pooling",) * 8, nodes)
+
+
+CROSS_ENTROPY_MODEL = '''class Model(nn.Module):
+    """Cross-entropy over int64 class targets: F.cross_entropy (mean) over long rows, the module
+    (sum) over [N, C, d1, d2], and reduction="none" over one class."""
+
+    def __init__(self):
+        super().__init__()
+        self.loss = nn.CrossEntropyLoss(reduction="sum")
+
+    def forward(self, x, t, y, u, z, v):
+        return F.cross_entropy(x, t), self.loss(y, u), F.cross_entropy(z, v, reduction="none")
+
+
+def get_inputs():
+    x, t = torch.randn({rows}, {classes}) * 3, torch.randint(0, {classes}, ({rows},))
+    y, u = torch.randn(4, 7, 3, 5), torch.randint(0, 7, (4, 3, 5))
+    return [x, t, y, u, torch.randn(5, 1), torch.zeros(5, dtype=torch.int64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def cross_entropy(rows: int = 300, classes: int = 1029) -> Case:
+    """logsumexp of the logits (a row or axis kernel), minus the target's logit picked where it
+    lies, reduced: the log-probabilities are never written."""
+    problem = HEADER + CROSS_ENTROPY_MODEL.format(rows=rows, classes=classes)
+    kinds = ("row_reduction", "row_reduction", "axis_reduction", "row_reduction",
+             "row_reduction", "pointwise")  # fmt: skip
+    steps = ("logit", "term")
+    nodes = (
+        ("cross_entropy.logsumexp",),
+        tuple(f"cross_entropy.{s}" for s in steps) + ("cross_entropy",),
+        ("loss.logsumexp",),
+        tuple(f"loss.{s}" for s in steps) + ("loss",),
+        ("cross_entropy_1.logsumexp",),
+        tuple(f"cross_entropy_1.{s}" for s in steps) + ("cross_entropy_1",),
+    )
+    return _captured_case("cross_entropy", problem, kinds, nodes)
+
+
 REQUIRED = [
     pointwise_gelu(),
     scaled_softmax(),
@@ -743,7 +912,8 @@ AXIS = [
 ]
 NORMS = [norm_layers(), losses()]
 SCANS = [scans()]
-ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS
+COVERAGE = [arg_reductions(), kernelbench_scans(), pooling(), cross_entropy()]
+ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 
 # dims 0 and 2 keep dim 1 between them: not one block of reduced dims
 AMAX_DIMS_0_2 = graph(

@@ -13,9 +13,14 @@ from fusion_cases import (
     axis_reductions,
     axis_softmax,
     bmm_log_softmax,
+    graph,
+    inp,
+    nd,
+    node,
     residual_layer_norm,
     scaled_softmax,
     scans,
+    tensor,
 )
 
 from agent.fusion import compile_graph
@@ -98,3 +103,44 @@ def test_fused_cu_compiles(case, tmp_path, include_flags):
 )
 def test_odd_shapes_compile(case, tmp_path, include_flags):
     _nvcc(compile_graph(case.ir, "cuda").files["kernels/fused.cu"], tmp_path, include_flags)
+
+
+def _one_op(shape, op, out_shape, dtype="float32", extra_inputs=(), **attrs) -> dict:
+    """The IR of one op on an input x of `shape` (KernelBench's sizes: no tensor is made)."""
+    args = [inp("x")] + [inp(t["name"]) for t in extra_inputs]
+    step = {**node("y", op, args, out_shape, **attrs), "dtype": dtype}
+    return graph([tensor("x", shape), *extra_inputs], [], [step], ["y"], device="cuda")
+
+
+def _cross_entropy(rows: int, classes: int) -> dict:
+    labels = {**tensor("t", [rows]), "dtype": "int64"}
+    steps = [
+        node("lse", "logsumexp", [inp("x")], [rows], dim=[1], keepdim=False),
+        node("logit", "pick", [inp("x"), inp("t")], [rows], dim=1),
+        node("term", "sub", [nd("lse"), nd("logit")], [rows], alpha=1),
+        node("loss", "mean", [nd("term")], [], dim=[0], keepdim=False),
+    ]
+    return graph([tensor("x", [rows, classes]), labels], [], steps, ["loss"], device="cuda")
+
+
+KERNELBENCH_SIZES = {
+    "argmax_middle_dim": _one_op([128, 4096, 4095], "argmax", [128, 4095], "int64", dim=[1]),
+    "argmin_rows_past_2_31": _one_op([2, 2**30 + 3], "argmin", [2], "int64", dim=[1]),
+    "reverse_cumsum": _one_op([32768, 32768], "cumsum", [32768, 32768], dim=1, reverse=True),
+    "exclusive_cumsum": _one_op([32768, 32768], "cumsum", [32768, 32768], dim=1, exclusive=True),
+    "max_pool_3d": _one_op([16, 32, 128, 128, 128], "max_pool", [16, 32, 62, 62, 62],
+                           kernel_size=[3] * 3, stride=[2] * 3, padding=[1] * 3,
+                           dilation=[3] * 3),
+    "avg_pool_2d": _one_op([16, 64, 2048, 2048], "avg_pool", [16, 64, 186, 186],
+                           kernel_size=[11] * 2, stride=[11] * 2, padding=[0] * 2),
+    "cross_entropy": _cross_entropy(32768, 4096),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(KERNELBENCH_SIZES))
+def test_kernelbench_sizes_compile(name, tmp_path, include_flags):
+    """argmax, scans, pooling and cross-entropy at KernelBench's sizes (64-bit indices past
+    2^31 elements), from hand-written IR."""
+    program = compile_graph(KERNELBENCH_SIZES[name], "cuda")
+    assert program.unsupported == []
+    _nvcc(program.files["kernels/fused.cu"], tmp_path, include_flags)

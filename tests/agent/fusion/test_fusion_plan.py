@@ -31,6 +31,10 @@ from gpu_workers.harness.source_gate import check_sources
 TARGETS = ("cpu", "cuda")
 
 
+def typed(name: str, shape: list[int], dtype: str) -> dict:
+    return {**tensor(name, shape), "dtype": dtype}
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("case", ALL, ids=lambda c: c.name)
 def test_plans_the_expected_kernels(case, target):
@@ -183,6 +187,64 @@ def test_unsupported_entries_in_the_ir_are_passed_on():
         (
             graph([tensor("x", [2])], [], [node("c", "add", [const(1), const(2)], [])], ["c"]),
             "reads no input or parameter tensor",
+        ),
+        (  # an index is read only where it picks
+            graph(
+                [typed("t", [4], "int64")], [], [node("f", "mul", [inp("t"), const(2)], [4])], ["f"]
+            ),  # fmt: skip
+            "input t is int64: this op reads float32 or bool",
+        ),
+        (  # argmax's int64 out is a result, never an operand of float arithmetic
+            graph(
+                [tensor("x", [4, 8])],
+                [],
+                [
+                    {
+                        **node("a", "argmax", [inp("x")], [4], dim=[1], keepdim=False),
+                        "dtype": "int64",
+                    },
+                    node("f", "add", [nd("a"), const(1)], [4], alpha=1),
+                ],
+                ["f"],
+            ),  # fmt: skip
+            "node a is int64: this op reads float32 or bool",
+        ),
+        (
+            graph(
+                [tensor("x", [4, 8])],
+                [],
+                [node("a", "argmax", [inp("x")], [4], dim=[1], keepdim=False)],
+                ["a"],
+            ),
+            "a (argmax): dtype float32: this op makes int64",
+        ),  # fmt: skip
+        (
+            graph(
+                [tensor("x", [4, 8])],
+                [],
+                [node("p", "pick", [inp("x"), inp("x")], [4], dim=1)],
+                ["p"],
+            ),  # fmt: skip
+            "input x is float32: this op reads int64",
+        ),
+        (
+            graph(
+                [tensor("x", [1, 2, 9])],
+                [],
+                [
+                    node(
+                        "p",
+                        "max_pool",
+                        [inp("x")],
+                        [1, 2, 3],
+                        kernel_size=[3],
+                        stride=[3],
+                        padding=[2],
+                    )
+                ],
+                ["p"],
+            ),  # fmt: skip
+            "a window of 3 (stride 3, padding 2, dilation 1) gives 3 outputs from 9",
         ),
     ],
 )

@@ -399,7 +399,7 @@ def test_what_cannot_lower_is_named_once():
             values, indices = torch.max(x, dim=1)
             return (
                 x.T + 1,
-                indices,
+                indices + 1,
                 self.drop(x),
                 x[:, 0],
                 torch.sigmoid(torch.flip(x, (0,))),  # sigmoid follows flip: not reported
@@ -408,14 +408,14 @@ def test_what_cannot_lower_is_named_once():
 
     ir = lower(M(), torch.randn(3, 4))
     assert ir["unsupported"] == [
-        "getitem (call_function operator.getitem): the indices of max_1 (its item 1) are not "
-        "supported by the fusion compiler",
         "T (call_function getattr): transposes and permutes are not supported in v1",
+        "add (call_function operator.add): produces int64; only float32 is supported in v1",
         "dropout (call_module drop: Dropout): dropout with p=0.3 in training mode is random: "
         "not supported by the fusion compiler",
         "getitem (call_function operator.getitem): tensor indexing is not supported by the "
         "fusion compiler",
-        "flip (call_function torch.flip): not supported by the fusion compiler",
+        "flip (call_function torch.flip): flip is supported only around a cumsum or cumprod (a "
+        "reverse or exclusive scan)",
     ]
 
 
@@ -445,22 +445,28 @@ def test_in_place_ops_lower_unless_the_old_value_is_read_afterwards():
     ]
 
 
-def test_only_float32_tensor_inputs_are_supported():
+def test_float32_inputs_and_int64_or_bool_ones_are_passed_on():
     class M(nn.Module):
-        def forward(self, x, y, k):
-            return x * k + y.float()
+        def forward(self, x, y, k, mask, labels):
+            return x * k + y.float(), x * mask, labels.view(2, 1)
 
-    ir = lower(M(), torch.randn(2), torch.ones(2, dtype=torch.float16), 3)
+    bools, labels = torch.ones(2, dtype=torch.bool), torch.zeros(2, dtype=torch.int64)
+    ir = lower(M(), torch.randn(2), torch.ones(2, dtype=torch.float16), 3, bools, labels)
     assert ir["inputs"] == [
         tensor("x", [2]),
         {"name": "y", "shape": [2], "dtype": "float16"},
         {"name": "k", "shape": None, "dtype": "int"},
+        {"name": "mask", "shape": [2], "dtype": "bool"},
+        {"name": "labels", "shape": [2], "dtype": "int64"},
     ]
     assert ir["unsupported"] == [
-        "input y: float16 tensors are not supported by the fusion compiler (float32 only)",
+        "input y: float16 tensors are not supported by the fusion compiler (float32, and int64 "
+        "or bool where they index or mask)",
         "input k: a int, not a tensor; only tensors are supported",
         "float (call_method float): converts float16 to float32; only float32 is supported in v1",
     ]
+    nodes = {q["name"]: q for q in ir["nodes"]}
+    assert nodes["mul_1"]["dtype"] == "float32" and nodes["view"]["dtype"] == "int64"
 
 
 def test_prod_and_logsumexp_lower_as_reductions():
@@ -607,15 +613,20 @@ def test_losses_lower_from_functionals_and_modules_alike():
 def test_losses_it_cannot_lower_are_named():
     class M(nn.Module):
         def forward(self, a, b, labels):
-            return F.mse_loss(a, b, reduce=False), F.cross_entropy(a, labels)
+            return (
+                F.mse_loss(a, b, reduce=False),
+                F.cross_entropy(a, b),
+                F.cross_entropy(a, labels, label_smoothing=0.1),
+            )
 
-    ir = lower(M(), torch.randn(4, 5), torch.randn(4, 5), torch.tensor([0, 1, 2, 3]))
+    ir = lower(M(), torch.randn(4, 5), torch.rand(4, 5), torch.tensor([0, 1, 2, 3]))
     assert ir["unsupported"] == [
-        "input labels: int64 tensors are not supported by the fusion compiler (float32 only)",
         "mse_loss (call_function torch.nn.functional.mse_loss): a loss with reduce= is not "
         "supported by the fusion compiler",
-        "cross_entropy (call_function torch.nn.functional.cross_entropy): not supported by the "
-        "fusion compiler",
+        "cross_entropy (call_function torch.nn.functional.cross_entropy): cross-entropy with "
+        "class probabilities is not supported by the fusion compiler",
+        "cross_entropy (call_function torch.nn.functional.cross_entropy): cross-entropy with "
+        "label_smoothing is not supported by the fusion compiler",
     ]
 
 
@@ -633,3 +644,111 @@ def test_scans_lower_with_their_dim():
         "cumsum (call_function torch.cumsum): dtype=torch.float64 is not supported; only "
         "float32 in v1"
     ]
+
+
+def test_argmax_and_argmin_lower_as_int64_reductions():
+    class M(nn.Module):
+        def forward(self, x):
+            values, indices = torch.min(x, 1, keepdim=True)
+            return torch.argmax(x, dim=-1), x.argmin(0, keepdim=True), torch.argmax(x), indices
+
+    ir = lower(M(), torch.randn(2, 3, 4))
+    assert ir["unsupported"] == []
+    assert [(q["op"], q["attrs"], q["shape"], q["dtype"]) for q in ir["nodes"]] == [
+        ("argmin", {"dim": [1], "keepdim": True}, [2, 1, 4], "int64"),  # min(x, 1)[1]
+        ("argmax", {"dim": [2], "keepdim": False}, [2, 3], "int64"),
+        ("argmin", {"dim": [0], "keepdim": True}, [1, 3, 4], "int64"),
+        ("argmax", {"dim": [0, 1, 2], "keepdim": False}, [], "int64"),
+    ]
+
+
+def test_reverse_and_exclusive_scans_lower_without_flips_or_cats():
+    class M(nn.Module):
+        def forward(self, x):
+            reverse = torch.cumsum(x.flip(1), dim=1).flip(1)
+            head = torch.zeros_like(x.select(2, 0).unsqueeze(2))
+            exclusive = torch.cat((head, torch.cumsum(x.narrow(2, 0, x.size(2) - 1), 2)), dim=2)
+            return reverse, exclusive, torch.flip(torch.cumprod(torch.flip(x, (0,)), 0), [0])
+
+    ir = lower(M(), torch.randn(2, 3, 4))
+    assert ir["unsupported"] == []
+    assert ops(ir) == [
+        ("cumsum", "cumsum", [i("x")], {"dim": 1, "reverse": True}),
+        ("cat", "cumsum", [i("x")], {"dim": 2, "exclusive": True}),
+        ("cumprod", "cumprod", [i("x")], {"dim": 0, "reverse": True}),
+    ]
+    assert ir["outputs"] == [n("cumsum"), n("cat"), n("cumprod")]
+
+
+def test_flips_narrows_and_cats_other_than_a_scans_are_named():
+    class M(nn.Module):
+        def forward(self, x):
+            flipped_twice = torch.cumsum(x.flip(1), dim=1)  # never flipped back
+            # x[:, :1] only gives ones_like its shape: never lowered, never named
+            wrong_fill = torch.cat((torch.ones_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)), 1)
+            shorter = torch.cumsum(x.narrow(1, 1, 2), 1)
+            return flipped_twice, wrong_fill, shorter, torch.cat((x, x))
+
+    ir = lower(M(), torch.randn(2, 3))
+    held = "is supported only around a cumsum or cumprod (a reverse or exclusive scan)"
+    assert ir["unsupported"] == [
+        "getitem (call_function operator.getitem): tensor indexing is not supported by the "
+        "fusion compiler",
+        f"narrow (call_method narrow): a narrow other than all but the last element {held}",
+        f"cat (call_function torch.cat): cat {held}, as its leading identity",  # cat((x, x))
+        f"cumsum (call_function torch.cumsum): flip {held}",
+    ]
+
+
+def test_pooling_lowers_per_spatial_dim_from_modules_and_functionals():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.max3 = nn.MaxPool3d(3, stride=2, padding=1, dilation=2, ceil_mode=True)
+            self.avg1 = nn.AvgPool1d(4, padding=2, count_include_pad=False)
+
+        def forward(self, x, a):
+            return self.max3(x), self.avg1(a), F.avg_pool2d(a, (2, 3), divisor_override=5)
+
+    ir = lower(M(), torch.randn(1, 2, 7, 6, 5), torch.randn(2, 3, 9))
+    assert ir["unsupported"] == []
+    assert [(q["op"], q["attrs"]) for q in ir["nodes"]] == [
+        ("max_pool", {"kernel_size": [3, 3, 3], "stride": [2, 2, 2], "padding": [1, 1, 1],
+                      "ceil_mode": True, "dilation": [2, 2, 2]}),
+        ("avg_pool", {"kernel_size": [4], "stride": [4], "padding": [2], "ceil_mode": False,
+                      "count_include_pad": False, "divisor_override": None}),
+        ("avg_pool", {"kernel_size": [2, 3], "stride": [2, 3], "padding": [0, 0],
+                      "ceil_mode": False, "count_include_pad": True, "divisor_override": 5}),
+    ]  # fmt: skip
+
+
+def test_a_pooling_that_returns_indices_is_named():
+    model = nn.Sequential(nn.MaxPool2d(2, return_indices=True))
+    assert lower(model, torch.randn(1, 1, 4, 4))["unsupported"] == [
+        "max_pool2d (call_module 0: MaxPool2d): a pooling that returns its indices is not "
+        "supported by the fusion compiler"
+    ]
+
+
+def test_cross_entropy_is_logsumexp_minus_the_picked_logit():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loss = nn.CrossEntropyLoss(reduction="sum")
+
+        def forward(self, x, labels):
+            return F.cross_entropy(x, labels), self.loss(x, labels)
+
+    ir = lower(M(), torch.randn(4, 5), torch.tensor([0, 1, 2, 3]))
+    assert ir["unsupported"] == []
+    assert ir["inputs"][1] == {"name": "labels", "shape": [4], "dtype": "int64"}
+    over = {"dim": [1], "keepdim": False}
+    every = {"dim": [0], "keepdim": False}
+    assert ops(ir)[:4] == [
+        ("cross_entropy.logsumexp", "logsumexp", [i("x")], over),
+        ("cross_entropy.logit", "pick", [i("x"), i("labels")], {"dim": 1}),
+        ("cross_entropy.term", "sub",
+         [n("cross_entropy.logsumexp"), n("cross_entropy.logit")], {"alpha": 1}),
+        ("cross_entropy", "mean", [n("cross_entropy.term")], every),
+    ]  # fmt: skip
+    assert ops(ir)[-1] == ("loss", "sum", [n("loss.term")], every)
