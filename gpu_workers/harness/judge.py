@@ -301,8 +301,24 @@ def inputs_changed(lent: LentSet, reference: LentSet) -> list[int]:
     return [
         i
         for i, (mine, theirs) in enumerate(zip(lent.values, reference.values, strict=True))
-        if isinstance(mine, torch.Tensor) and not torch.equal(mine, theirs)
+        if isinstance(mine, torch.Tensor) and not bitwise_equal(mine, theirs)
     ]
+
+
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same bits: an input holding NaN (never equal to itself) is unchanged when its bits
+    are, and a candidate that rewrites a NaN's payload or a zero's sign has changed it."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    if a.is_floating_point():
+        as_int = _SAME_SIZE_INT[a.element_size()]
+        a, b = a.view(as_int), b.view(as_int)
+    return torch.equal(a, b)
 
 
 # ---- timing ----

@@ -4,6 +4,7 @@
 import shutil
 
 import pytest
+import torch
 
 from gpu_workers.harness import judge as judge_mod
 from gpu_workers.harness import runner_process
@@ -46,3 +47,17 @@ def test_a_released_slot_is_lent_again_on_the_next_set(reference):
     again = judge.make_set(reference, slot, seed=7).outputs[0]
     assert again.equal(first)
     judge.free()
+
+
+def test_an_input_holding_nan_is_unchanged_when_its_bits_are():
+    x = torch.tensor([1.0, float("nan"), -0.0])
+    assert judge_mod.bitwise_equal(x, x.clone())
+    assert not torch.equal(x, x.clone())  # known-bad: value equality calls NaN changed
+    flipped = x.clone()
+    flipped[2] = 0.0  # the sign of a zero
+    assert not judge_mod.bitwise_equal(x, flipped)
+    payload = x.clone()
+    payload.view(torch.int32)[1] += 1  # another NaN
+    assert not judge_mod.bitwise_equal(x, payload)
+    assert not judge_mod.bitwise_equal(x, x.double())
+    assert judge_mod.bitwise_equal(torch.arange(4), torch.arange(4))
