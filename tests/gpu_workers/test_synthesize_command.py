@@ -126,3 +126,31 @@ def test_rejections_by_the_worker_and_by_eager_time_keep_their_reasons(monkeypat
         command("synthesize", "--count", "1", "--seed", "2", "--into", "s2", "--max-ops", "6")
     with pytest.raises(CommandError, match="is not a folder"):
         command("synthesize", "--count", "1", "--seed", "2", "--into", "s2", "--reference", "/nope")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_round_larger_than_a_persons_upload_limit_is_sent_whole(monkeypatch, settings):
+    """The service account's candidates are its own work, like a suite import: a round of five
+    goes to the workers at once although a person may have only one validation waiting."""
+    from webapp.problems.upload import ValidationsLimited, upload_problem
+
+    settings.PENDING_VALIDATIONS_PER_USER = 1
+    sent = []
+    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", sent.append)  # a worker, later
+
+    def validate_all():  # the worker's verdicts, once the whole round is out
+        Problem.objects.filter(pk__in=sent).update(
+            status=ProblemStatus.VALID, eager_ms=2.0, validated_on="cpu"
+        )
+
+    monkeypatch.setattr(
+        "webapp.suites.management.commands.synthesize.wait_for", lambda *a, **k: validate_all()
+    )
+    out = command("synthesize", "--count", "5", "--seed", "3", "--into", "s3", *ONE_OP)
+    assert len(sent) >= 5 and "5 of 5 in s3 from seed 3" in out, out
+    # known-bad: the same uploads as a person stop at the limit
+    with pytest.raises(ValidationsLimited):
+        for index in range(2):
+            upload_problem(
+                service_account(), "x", compose(4, index, 1, CPU, available(False)).source
+            )

@@ -138,7 +138,10 @@ def offer(synthesis: Synthesis, position: int) -> Outcome:
         outcome.reason = f"similar: {match.reason()}"
         return outcome
     title = f"{synthesis.suite.name}/{candidate.name}"
-    outcome.problem, created = upload_problem(owner, title, candidate.source, Visibility.PRIVATE)
+    # the service account's own work, like a suite import: not held to a person's upload limit
+    outcome.problem, created = upload_problem(
+        owner, title, candidate.source, Visibility.PRIVATE, bounded=False
+    )
     if not created and outcome.problem.status == ProblemStatus.PENDING:
         # stored by an earlier run whose send was lost (no broker then): no worker has it
         enqueue_validation(outcome.problem)
