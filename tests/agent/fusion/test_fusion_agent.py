@@ -24,12 +24,10 @@ def optimize(problem: str, out: Path, max_turns: int) -> subprocess.CompletedPro
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
 
 
-# One op per pattern of the issue, plus the hand-written norm and the reductions; 6 turns cover
-# inspect, write, compile, verify and profile (the tuning turns are left to the GPU benchmark).
-@pytest.mark.parametrize(
-    "problem",
-    ["pointwise_chain", "scaled_softmax", "norm_residual", "linear_gelu", "rms_norm"],
-)
+# The agent's loop, end to end, on a row kernel with its pointwise prologue and on a GEMM with
+# its epilogue (scaled_softmax runs below, tuned); every pattern's kernels are compiled and
+# verified in test_fusion_cpu.py. 6 turns cover inspect, write, compile, verify and profile.
+@pytest.mark.parametrize("problem", ["norm_residual", "linear_gelu"])
 def test_it_produces_a_verified_kernel_for_each_supported_pattern(problem, tmp_path):
     done = optimize(problem, tmp_path, max_turns=6)
     assert done.returncode == 0, done.stdout + done.stderr
