@@ -2,10 +2,11 @@
 lowered to the fusion compiler's core ops.
 
 The parent side (`capture`) never imports the problem: a sandboxed child (the `graph` step)
-traces it with `torch.fx.symbolic_trace`, propagates shapes on the seeded inputs (`ShapeProp`)
-and lowers every node that the outputs depend on (`capture_in_child`, `lower`; the walk is
-graph_lowering, the op tables graph_ops). What cannot be
-lowered is named in `unsupported`, one string per op: "<op> (<how it was called>): <why>".
+traces it with `torch.fx.symbolic_trace` (or, for a forward whose Python control flow keeps fx
+out, TorchDynamo's whole-graph capture on the seeded inputs), propagates shapes on the seeded
+inputs (`ShapeProp`) and lowers every node that the outputs depend on (`capture_in_child`,
+`lower`; the walk is graph_lowering, the op tables graph_ops). What cannot be lowered is named
+in `unsupported`, one string per op: "<op> (<how it was called>): <why>".
 """
 
 from __future__ import annotations
@@ -105,14 +106,11 @@ def lower(model: nn.Module, inputs: list, device: str) -> dict:
     graph = empty_graph(device, [])
     graph["params"], unsupported = _params(model)
     graph["unsupported"] = unsupported
-    try:
-        traced = fx.symbolic_trace(model)
-    except Exception as exc:  # noqa: BLE001 - the tracer raises many kinds; all mean "cannot"
+    traced, names, failure = _trace(model, inputs)
+    if traced is None:
         graph["inputs"] = _inputs(_forward_names(model), inputs, unsupported)
-        unsupported.append(f"forward cannot be traced by torch.fx: {_message(exc)}")
+        unsupported.append(failure)
         return graph
-    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
-    names = [str(n.target).lstrip("*") for n in placeholders]
     graph["inputs"] = _inputs(names, inputs, unsupported)
     recorder = _Recorder(traced)
     try:
@@ -127,6 +125,60 @@ def lower(model: nn.Module, inputs: list, device: str) -> dict:
     lowering = Lowering(traced, model, recorder.values, len(inputs), unsupported)
     graph["nodes"], graph["outputs"] = lowering.run()
     return graph
+
+
+def _trace(model: nn.Module, inputs: list) -> tuple[fx.GraphModule | None, list[str], str]:
+    """The forward as an fx graph of torch-level calls, and its inputs' names. symbolic_trace
+    first (it keeps module calls, and runs nothing); a forward it cannot follow (Python that
+    branches on a shape, a size turned into a Python number) is traced again by TorchDynamo on
+    the seeded inputs, which specialises such Python to these shapes. Only when both fail is
+    the forward refused, with symbolic_trace's reason."""
+    try:
+        traced = fx.symbolic_trace(model)
+    except Exception as exc:  # noqa: BLE001 - the tracer raises many kinds; all mean "cannot"
+        first = f"forward cannot be traced by torch.fx: {_message(exc)}"
+    else:
+        placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+        return traced, [str(n.target).lstrip("*") for n in placeholders], ""
+    try:
+        return _dynamo_trace(model, inputs), _input_names(model, inputs), ""
+    except Exception as exc:  # noqa: BLE001 - a graph break, an unsupported construct
+        return None, [], f"{first}; nor by TorchDynamo: {_message(exc)}"
+
+
+def _dynamo_trace(model: nn.Module, inputs: list) -> fx.GraphModule:
+    """TorchDynamo's whole-graph capture (no graph break allowed), at the level of torch calls:
+    modules are inlined into their functional calls, and each parameter or buffer is read by a
+    get_attr renamed back to its state_dict key (the IR names params by it)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    traced, _guards = torch._dynamo.export(model)(*inputs)
+    keys = {id(t): key for key, t in model.state_dict(keep_vars=True).items()}
+    names = iter(_input_names(model, inputs))
+    for node in traced.graph.nodes:
+        if node.op == "placeholder":  # arg0, arg1, ...: the forward's own names, as fx's
+            node.target = next(names)
+        elif node.op == "get_attr":
+            key = keys.get(id(getattr(traced, node.target)))
+            if key is not None:
+                _alias(traced, key, getattr(traced, node.target))
+                node.target = key
+    traced.recompile()
+    return traced
+
+
+def _alias(module: nn.Module, dotted: str, value: torch.Tensor) -> None:
+    """Makes `value` reachable at `dotted` ("fc.weight") under `module`, as fx's get_attr reads."""
+    *path, leaf = dotted.split(".")
+    for part in path:
+        if not hasattr(module, part):
+            module.add_module(part, nn.Module())
+        module = getattr(module, part)
+    if isinstance(value, nn.Parameter):
+        module.register_parameter(leaf, value)
+    else:
+        module.register_buffer(leaf, value)
 
 
 class _Recorder(ShapeProp):
@@ -169,6 +221,11 @@ def _params(model: nn.Module) -> tuple[list[dict], list[str]]:
     return params, unsupported
 
 
+def _input_names(model: nn.Module, inputs: list) -> list[str]:
+    names = _forward_names(model)
+    return names + [f"input{i}" for i in range(len(names), len(inputs))]
+
+
 def _forward_names(model: nn.Module) -> list[str]:
     try:
         return list(inspect.signature(model.forward).parameters)
@@ -177,7 +234,7 @@ def _forward_names(model: nn.Module) -> list[str]:
 
 
 def _inputs(names: list[str], inputs: list, unsupported: list[str]) -> list[dict]:
-    names = names + [f"input{i}" for i in range(len(names), len(inputs))]
+    names = names + [f"input{i}" for i in range(len(names), len(inputs))]  # *args
     pairs = zip(names, inputs, strict=False)  # names may outnumber inputs (defaults)
     return [_input_entry(name, value, unsupported) for name, value in pairs]
 

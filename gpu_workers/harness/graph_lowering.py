@@ -148,6 +148,8 @@ class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering):
         if node.op != "call_function":
             return False
         inputs = node.all_input_nodes
+        if node.target is torch.ops.aten.sym_size.int:  # TorchDynamo's x.size(d)
+            return True
         if node.target is builtins.getattr:
             return node.args[1] in _STATIC_ATTRIBUTES
         module = getattr(node.target, "__module__", None)

@@ -6,6 +6,7 @@ ones for the cpu target's tests, large ones for benchmarks on a GPU."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -893,6 +894,16 @@ def cross_entropy(rows: int = 300, classes: int = 1029) -> Case:
     return _captured_case("cross_entropy", problem, kinds, nodes)
 
 
+def shape_branching() -> Case:
+    """A forward that branches on a shape and makes a size a Python int: captured by TorchDynamo
+    (symbolic_trace cannot follow it), then planned like any other graph."""
+    problem = (
+        Path(__file__).parents[2] / "fixtures/problems/fusion/shape_branching.py"
+    ).read_text()
+    nodes = (("x",), ("layer_norm", "gelu", "y", "mul", "softmax", "view"))
+    return _captured_case("shape_branching", problem, ("gemm", "row_reduction"), nodes)
+
+
 REQUIRED = [
     pointwise_gelu(),
     scaled_softmax(),
@@ -912,7 +923,7 @@ AXIS = [
 ]
 NORMS = [norm_layers(), losses()]
 SCANS = [scans()]
-COVERAGE = [arg_reductions(), kernelbench_scans(), pooling(), cross_entropy()]
+COVERAGE = [arg_reductions(), kernelbench_scans(), pooling(), cross_entropy(), shape_branching()]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 
 # dims 0 and 2 keep dim 1 between them: not one block of reduced dims

@@ -178,10 +178,12 @@ def test_an_untraceable_forward_lands_in_unsupported_and_the_parent_never_import
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where an import here would write
     before = set(sys.modules)
     ir = capture("untraceable")
-    assert ir["unsupported"] == [
+    (reason,) = ir["unsupported"]
+    assert reason.startswith(
         "forward cannot be traced by torch.fx: TraceError: symbolically traced variables "
-        "cannot be used as inputs to control flow"
-    ]
+        "cannot be used as inputs to control flow; nor by TorchDynamo: "
+    )
+    assert "Data-dependent branching" in reason  # a branch on a value, not on a shape
     assert ir["nodes"] == [] and ir["inputs"] == [tensor("x", [16, 64])]
     # The module-level side effect happened in the child's private /tmp, never in this process.
     assert not (tmp_path / "imported-by.pid").exists()
@@ -190,6 +192,29 @@ def test_an_untraceable_forward_lands_in_unsupported_and_the_parent_never_import
     assert not any(
         "untraceable" in str(getattr(sys.modules[m], "__file__", "")) for m in new_modules
     )
+
+
+def test_python_that_reads_shapes_is_captured_by_dynamo_where_fx_cannot_follow():
+    source = fusion_source("shape_branching")
+    ir = capture("shape_branching")
+    assert ir["unsupported"] == []
+    assert ir["inputs"] == [tensor("x", [33, 96])]
+    assert [(n["op"], n["shape"]) for n in ir["nodes"]] == [
+        ("linear", [33, 80]),
+        ("layer_norm", [33, 80]),
+        ("gelu", [33, 80]),
+        ("add", [33, 80]),
+        ("reshape", [33, 80]),
+        ("mul", [33, 80]),
+        ("softmax", [33, 80]),
+    ]
+    params = {ref["param"] for n in ir["nodes"] for ref in n["args"] if "param" in ref}
+    assert params == {"proj.weight", "proj.bias", "norm.weight", "norm.bias", "shift"}
+    # known-bad: symbolic_trace alone refuses it
+    scope: dict = {}
+    exec(compile(source, "shape_branching", "exec"), scope)  # noqa: S102 - our own fixture
+    with pytest.raises(torch.fx.proxy.TraceError):
+        torch.fx.symbolic_trace(scope["Model"]())
 
 
 def test_with_a_workdir_the_child_runs_there_and_writes_nothing_into_it(tmp_path):
