@@ -10,7 +10,13 @@ first NaN's index is the answer), as in torch.
 from __future__ import annotations
 
 from agent.fusion.body import standalone_operands
-from agent.fusion.cuda.prelude import idx_type, launch_params, pointer_params
+from agent.fusion.cuda.prelude import (
+    LINE_KERNEL,
+    idx_type,
+    launch_params,
+    pointer_params,
+    row_threads,
+)
 from agent.fusion.plan import Kernel, Plan
 from agent.fusion.program import KernelSource, Param
 
@@ -89,21 +95,6 @@ __device__ __forceinline__ bool beats(float v, float best) {{
   }}
 }}
 
-__global__ void __launch_bounds__(1024) kernel({params}) {{
-{body}
-}}
-
-const char* launch({host_params}, int threads, cudaStream_t stream) {{
-  threads = ka_threads(threads);
-  const unsigned blocks = ka_grid(kRows, {rows_per_block}, 2048 / threads);
-  kernel<<<blocks, threads, 0, stream>>>(x, y);
-  return ka_error(cudaGetLastError());
-}}
-}}  // namespace {ns}
-
-extern "C" const char* {ns}_launch({host_params}, int threads, cudaStream_t stream) {{
-  return {ns}::launch(x, y, threads, stream);
-}}
 """
 
 
@@ -113,7 +104,7 @@ def arg_reduction_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bo
     x, y = standalone_operands(plan, kernel, names)
     local = [Param("x", "in"), Param("y", "out", "int64")]  # the kernel's own names
     along_rows = kernel.inner == 1
-    code = ARG_NAMESPACE.format(
+    code = (ARG_NAMESPACE + LINE_KERNEL).format(
         ns=ns,
         idx_t=idx_type(kernel.numel),
         rows=kernel.rows,
@@ -128,9 +119,7 @@ def arg_reduction_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bo
     )
     threads = 256
     if along_rows:  # about 8 elements a thread, at least a warp
-        threads = 32
-        while threads < min(kernel.cols // 8, 1024):
-            threads *= 2
+        threads = row_threads(kernel.cols // 8)
     return KernelSource(
         name=ns,
         kind="arg_reduction",

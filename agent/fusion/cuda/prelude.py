@@ -143,6 +143,35 @@ CUBLAS_HELPERS = r"""
 """
 
 
+# The end of a kernel over lines (x in, y out; a block a row, or a thread a line and
+# `threads` lines a block), its launcher and the launcher's C name: scans and arg reductions.
+LINE_KERNEL = """__global__ void __launch_bounds__(1024) kernel({params}) {{
+{body}
+}}
+
+const char* launch({host_params}, int threads, cudaStream_t stream) {{
+  threads = ka_threads(threads);
+  const unsigned blocks = ka_grid(kRows, {rows_per_block}, 2048 / threads);
+  kernel<<<blocks, threads, 0, stream>>>(x, y);
+  return ka_error(cudaGetLastError());
+}}
+}}  // namespace {ns}
+
+extern "C" const char* {ns}_launch({host_params}, int threads, cudaStream_t stream) {{
+  return {ns}::launch(x, y, threads, stream);
+}}
+"""
+
+
+def row_threads(work_items: int) -> int:
+    """Threads for a block a row: a power of two from a warp up to one per work item (1024 at
+    most)."""
+    threads = 32
+    while threads < min(work_items, 1024):
+        threads *= 2
+    return threads
+
+
 def idx_type(total: int) -> str:
     return "uint32_t" if total < 2**31 else "int64_t"
 

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from agent.fusion import expressions
 from agent.fusion.body import standalone_operands
-from agent.fusion.cuda.prelude import idx_type, launch_params, pointer_params
+from agent.fusion.cuda.prelude import (
+    LINE_KERNEL,
+    idx_type,
+    launch_params,
+    pointer_params,
+    row_threads,
+)
 from agent.fusion.cuda.row import REDUCE_CODE
 from agent.fusion.plan import Kernel, Plan
 from agent.fusion.program import KernelSource, Param
@@ -79,21 +85,6 @@ constexpr float kIdentity = {identity};
 constexpr bool kReverse = {reverse};  // from the line's end
 constexpr bool kExclusive = {exclusive};  // each output leaves its own element out
 
-__global__ void __launch_bounds__(1024) kernel({params}) {{
-{body}
-}}
-
-const char* launch({host_params}, int threads, cudaStream_t stream) {{
-  threads = ka_threads(threads);
-  const unsigned blocks = ka_grid(kRows, {rows_per_block}, 2048 / threads);
-  kernel<<<blocks, threads, 0, stream>>>(x, y);
-  return ka_error(cudaGetLastError());
-}}
-}}  // namespace {ns}
-
-extern "C" const char* {ns}_launch({host_params}, int threads, cudaStream_t stream) {{
-  return {ns}::launch(x, y, threads, stream);
-}}
 """
 
 
@@ -104,7 +95,7 @@ def scan_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
     reduce = SCAN_REDUCE[node.op]
     reverse, exclusive = bool(node.attrs.get("reverse")), bool(node.attrs.get("exclusive"))
     along_rows = kernel.inner == 1
-    code = SCAN_NAMESPACE.format(
+    code = (SCAN_NAMESPACE + LINE_KERNEL).format(
         ns=ns,
         idx_t=idx_type(kernel.numel),
         rows=kernel.rows,
@@ -121,9 +112,7 @@ def scan_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
     )
     threads = 256
     if along_rows:  # a chunk a row when the row fits one block
-        threads = 32
-        while threads < min(kernel.cols, 1024):
-            threads *= 2
+        threads = row_threads(kernel.cols)
     return KernelSource(
         name=ns,
         kind="scan",
