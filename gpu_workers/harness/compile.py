@@ -181,6 +181,14 @@ def build(ws: Workspace, device: str) -> CompileResult:
     return CompileResult(True, seconds, False, "", str(ext_dir))
 
 
+def _memory_per_job(jobs: int) -> int:
+    """What one compiler process may map: the machine's memory shared by the parallel jobs and
+    the rest of the worker, 2 to 16 GiB (nvcc and g++ with torch's headers need under 2).
+    Unbounded, `#include "/dev/zero"` grew a compiler until the host ran out of memory."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(2 << 30, min(16 << 30, total // (jobs + 1)))
+
+
 def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path) -> str | None:
     """Compiles the missing objects and links; returns the compiler's log on failure. The
     compiler sees the workspace and the cached objects it links, read-only, and writes only a
@@ -194,12 +202,15 @@ def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path)
         (build_dir / "build.ninja").write_text(
             _ninja_file(ws.root, chain, objects, cached, build_dir)
         )
+        jobs = os.cpu_count() or 1
         result = sandbox.run(
-            ["ninja", "-C", str(build_dir), f"-j{os.cpu_count() or 1}"],
+            ["ninja", "-C", str(build_dir), f"-j{jobs}"],
             cwd=ws.root,
             device=device,
             view=sandbox.View(readable=(ws.root, *cached.values()), writable=(build_dir,)),
-            limits=sandbox.Limits(timeout_s=600, output_bytes=64_000),
+            limits=sandbox.Limits(
+                timeout_s=600, output_bytes=64_000, address_space_bytes=_memory_per_job(jobs)
+            ),
             harness=False,  # an #include of a harness file must fail like any other outside one
         )
         if not result.ok:

@@ -74,6 +74,9 @@ class Limits:
     processes: int = 4096
     output_bytes: int = 16_000
     tmp_bytes: int = 1 << 30  # size of the private /tmp and, separately, /dev/shm
+    # the address space of each process (RLIMIT_AS); None for runners, whose CUDA context
+    # reserves far more address space than it ever uses
+    address_space_bytes: int | None = None
 
 
 @dataclass
@@ -303,16 +306,27 @@ def child_env(device: str, extra: dict[str, str] | None = None) -> dict[str, str
 
 def _apply_limits(limits: Limits) -> None:
     """Runs in the child between fork and exec (of bwrap, whose children inherit them)."""
-    for name, value in (
+    caps = [
         (resource.RLIMIT_CPU, limits.cpu_seconds),
         (resource.RLIMIT_FSIZE, limits.file_size_bytes),
         (resource.RLIMIT_NOFILE, limits.open_files),
         (resource.RLIMIT_NPROC, limits.processes),
         (resource.RLIMIT_CORE, 0),
-    ):
+    ]
+    if limits.address_space_bytes is not None:
+        caps.append((resource.RLIMIT_AS, limits.address_space_bytes))
+    for name, value in caps:
         soft, hard = resource.getrlimit(name)
         cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(name, (cap, hard))
+    # When memory runs out, the kernel's OOM killer takes a confined process first, not the
+    # worker, the database or the broker. Code that means harm can lower it back to the worker's
+    # own value (the floor only a CAP_SYS_RESOURCE writer sets), and is then taken for its size.
+    try:
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write("1000")
+    except OSError:
+        pass
 
 
 # ---- running -------------------------------------------------------------------------------------

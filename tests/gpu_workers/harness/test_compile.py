@@ -1,3 +1,4 @@
+import os
 import uuid
 
 import pytest
@@ -68,3 +69,20 @@ def test_an_include_of_a_cache_file_fails(ws):
     cached.unlink()
     assert not result.ok
     assert "kernels/leak.cpp:1" in result.log and "No such file or directory" in result.log
+
+
+def test_a_source_that_includes_an_endless_file_fails_on_its_memory_limit(ws):
+    """`#include "/dev/zero"` (a device the sandbox shows) grows the compiler without end; each
+    compiler process may map only its share of the machine's memory, so it fails alone."""
+    ws.write_file("kernels/endless.cpp", '#include "/dev/zero"\nint endless = 0;\n')
+    result = compile.build(ws, "cpu")
+    assert not result.ok
+    assert "out of memory" in result.log, result.log
+    # known-bad: the include itself resolves (the file is there, unlike the harness's files)
+    assert "No such file or directory" not in result.log
+
+
+def test_a_compiler_may_map_its_share_of_the_machines_memory():
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    share = compile._memory_per_job(os.cpu_count() or 1)
+    assert 2 << 30 <= share <= 16 << 30 and share < total

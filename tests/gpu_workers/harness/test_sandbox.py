@@ -413,6 +413,26 @@ def test_dev_shm_is_bounded_by_tmp_bytes(tmp_path):
     assert "stopped ENOSPC" in result.stdout, result.stderr
 
 
+def test_a_confined_process_is_the_first_the_oom_killer_takes(tmp_path):
+    """Runners have no address-space limit (a CUDA context reserves far more than it uses): when
+    one exhausts the host's memory, the kernel kills it, not the worker or the database."""
+    result = run_python('print(open("/proc/self/oom_score_adj").read().strip())', tmp_path)
+    assert result.stdout.strip() == "1000", result.stdout + result.stderr
+    assert Path("/proc/self/oom_score_adj").read_text().strip() != "1000"  # known-bad: its starter
+
+
+def test_an_address_space_limit_stops_a_runaway_allocation(tmp_path):
+    code = """
+    try:
+        block = bytearray(1 << 30)
+        print("allocated")
+    except MemoryError:
+        print("refused")
+    """
+    assert run_python(code, tmp_path, address_space_bytes=512 << 20).stdout.strip() == "refused"
+    assert run_python(code, tmp_path).stdout.strip() == "allocated"  # known-bad: no limit
+
+
 def test_file_size_limit_stops_runaway_writes(tmp_path):
     code = "open('big', 'wb').write(b'x' * (8 << 20))"
     result = run_python(code, tmp_path, file_size_bytes=1 << 20)
