@@ -84,6 +84,9 @@ class RunnerProcess:
                 )
             return f"the {self.role} process broke the protocol ({what})"
         self._log.finish()
+        if sandbox.tripped(self.proc):
+            limit = self.proc.process_watch.limit
+            return f"the {self.role} process was killed for starting more than {limit} processes"
         code = sandbox.exit_status(code, sandbox.confinement()["confined"])
         if code < 0:
             return f"the {self.role} process was killed by {signal.Signals(-code).name}"

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from gpu_workers.harness import settings
 from gpu_workers.harness.child_output import OutputTail
+from gpu_workers.harness.process_census import ProcessWatch
 
 # Variables a child may inherit; everything else (database and broker URLs, API keys, tokens)
 # is dropped.
@@ -89,6 +90,7 @@ class SandboxResult:
     network_isolated: bool
     argv: list[str] = field(default_factory=list)
     confined: bool = False
+    process_limit: int | None = None  # set when the sandbox was killed for holding more
 
     @property
     def ok(self) -> bool:
@@ -98,6 +100,8 @@ class SandboxResult:
         """A one-line reason a person can act on, or None when the child exited cleanly."""
         if self.timed_out:
             return f"timed out after {self.seconds:.0f} s (a hang or an infinite loop?)"
+        if self.process_limit is not None:
+            return f"killed for starting more than {self.process_limit} processes"
         if self.returncode is None or self.returncode == 0:
             return None
         if self.returncode < 0:
@@ -363,7 +367,12 @@ def start(
         proc = _popen(full_argv, cwd, device, limits, env, (*pass_fds, info_write), stdout, stderr)
         os.close(info_write)
         info_write = -1
-        proc.sandbox_init = _sandbox_init(info_read)
+        init_pid, proc.sandbox_init = _sandbox_init(info_read)
+        proc.process_watch = (
+            ProcessWatch(init_pid, proc.sandbox_init, limits.processes)
+            if proc.sandbox_init is not None
+            else None
+        )
     finally:
         os.close(info_read)
         if info_write != -1:
@@ -385,22 +394,26 @@ def _popen(argv, cwd, device, limits, env, pass_fds, stdout, stderr) -> subproce
     )
 
 
-def _sandbox_init(info_read: int) -> int | None:
-    """A pidfd of the sandbox's init (pid 1 of its namespace), or None if bwrap failed first.
-    bwrap writes its JSON and closes the pipe before the command starts."""
+def _sandbox_init(info_read: int) -> tuple[int, int | None]:
+    """The host pid of the sandbox's init (pid 1 of its namespace) and a pidfd of it, or None
+    if bwrap failed first. bwrap writes its JSON and closes the pipe before the command starts."""
     data = b""
     while chunk := os.read(info_read, 4096):
         data += chunk
     try:
-        return os.pidfd_open(json.loads(data)["child-pid"])
+        pid = json.loads(data)["child-pid"]
+        return pid, os.pidfd_open(pid)
     except (ValueError, KeyError, OSError):
-        return None
+        return 0, None
 
 
 def stop(proc: subprocess.Popen) -> int:
     """Kills a started process and everything it started, and returns once they are gone;
     returns its exit status."""
     init = getattr(proc, "sandbox_init", None)
+    watch = getattr(proc, "process_watch", None)
+    if watch is not None:
+        watch.stop()  # before the pidfd it signals through is closed
     if init is not None:
         # Killing a pid namespace's init kills every process in it; its exit comes last.
         try:
@@ -467,7 +480,14 @@ def run(
         network_isolated=how["network_isolated"],
         argv=list(proc.args),
         confined=how["confined"],
+        process_limit=limits.processes if tripped(proc) else None,
     )
+
+
+def tripped(proc: subprocess.Popen) -> bool:
+    """Whether the sandbox was killed for holding more processes than its limit."""
+    watch = getattr(proc, "process_watch", None)
+    return watch is not None and watch.tripped
 
 
 def exit_status(returncode: int, confined: bool) -> int:

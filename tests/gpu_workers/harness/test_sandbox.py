@@ -413,6 +413,35 @@ def test_dev_shm_is_bounded_by_tmp_bytes(tmp_path):
     assert "stopped ENOSPC" in result.stdout, result.stderr
 
 
+FORK_BOMB = """
+import os, sys, time
+started = 0
+try:
+    for _ in range(600):  # bounded: a bomb that ends by itself, in case nothing stops it
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        started += 1
+except OSError as exc:  # RLIMIT_NPROC, where the worker is not root
+    print("refused", exc, flush=True)
+    sys.exit(0)
+print("started", started, flush=True)
+"""
+
+
+def test_a_fork_bomb_is_stopped_at_the_process_limit(tmp_path):
+    """RLIMIT_NPROC does not bind uid 0 (a GPU host's worker): the worker counts a sandbox's
+    processes itself and kills its pid namespace past the limit."""
+    result = run_python(FORK_BOMB, tmp_path, processes=100, timeout_s=60)
+    assert "started 600" not in result.stdout
+    assert result.failure() == "killed for starting more than 100 processes" or (
+        "refused" in result.stdout
+    ), (result.stdout, result.failure())
+    # known-bad: under a limit above what it starts, it starts them all
+    allowed = run_python(FORK_BOMB, tmp_path, processes=2000, timeout_s=60)
+    assert "started 600" in allowed.stdout, allowed.stdout + allowed.stderr
+
+
 def test_a_confined_process_is_the_first_the_oom_killer_takes(tmp_path):
     """Runners have no address-space limit (a CUDA context reserves far more than it uses): when
     one exhausts the host's memory, the kernel kills it, not the worker or the database."""
