@@ -31,7 +31,9 @@ class OutputTail:
                 with self._lock:
                     self.total += len(chunk)
                     self._kept += chunk
-                    if len(self._kept) > self.limit:
+                    # trimmed at twice the limit, so a flood costs one copy per `limit` bytes,
+                    # not one per chunk
+                    if len(self._kept) > 2 * self.limit:
                         del self._kept[: len(self._kept) - self.limit]
         finally:
             os.close(read_fd)
@@ -52,12 +54,13 @@ class OutputTail:
         return self.total > self.limit
 
     def data(self) -> bytes:
+        """The last `limit` bytes."""
         with self._lock:
-            return bytes(self._kept)
+            return bytes(self._kept[-self.limit :])
 
     def text(self) -> str:
         """The kept tail, decoded, with a line saying how much was cut before it."""
-        with self._lock:
-            text = self._kept.decode("utf-8", "replace")
-            cut = self.total - len(self._kept)
+        kept = self.data()
+        cut = self.total - len(kept)
+        text = kept.decode("utf-8", "replace")
         return f"[... {cut} bytes cut ...]\n{text}" if cut else text

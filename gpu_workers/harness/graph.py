@@ -106,11 +106,12 @@ def lower(model: nn.Module, inputs: list, device: str) -> dict:
     graph = empty_graph(device, [])
     graph["params"], unsupported = _params(model)
     graph["unsupported"] = unsupported
-    traced, names, failure = _trace(model, inputs)
+    traced, failure = _trace(model, inputs)
     if traced is None:
         graph["inputs"] = _inputs(_forward_names(model), inputs, unsupported)
         unsupported.append(failure)
         return graph
+    names = [str(n.target).lstrip("*") for n in traced.graph.nodes if n.op == "placeholder"]
     graph["inputs"] = _inputs(names, inputs, unsupported)
     recorder = _Recorder(traced)
     try:
@@ -127,23 +128,20 @@ def lower(model: nn.Module, inputs: list, device: str) -> dict:
     return graph
 
 
-def _trace(model: nn.Module, inputs: list) -> tuple[fx.GraphModule | None, list[str], str]:
-    """The forward as an fx graph of torch-level calls, and its inputs' names. symbolic_trace
+def _trace(model: nn.Module, inputs: list) -> tuple[fx.GraphModule | None, str]:
+    """The forward as an fx graph of torch-level calls, or why not. symbolic_trace
     first (it keeps module calls, and runs nothing); a forward it cannot follow (Python that
     branches on a shape, a size turned into a Python number) is traced again by TorchDynamo on
     the seeded inputs, which specialises such Python to these shapes. Only when both fail is
     the forward refused, with symbolic_trace's reason."""
     try:
-        traced = fx.symbolic_trace(model)
+        return fx.symbolic_trace(model), ""
     except Exception as exc:  # noqa: BLE001 - the tracer raises many kinds; all mean "cannot"
         first = f"forward cannot be traced by torch.fx: {_message(exc)}"
-    else:
-        placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
-        return traced, [str(n.target).lstrip("*") for n in placeholders], ""
     try:
-        return _dynamo_trace(model, inputs), _input_names(model, inputs), ""
+        return _dynamo_trace(model, inputs), ""
     except Exception as exc:  # noqa: BLE001 - a graph break, an unsupported construct
-        return None, [], f"{first}; nor by TorchDynamo: {_message(exc)}"
+        return None, f"{first}; nor by TorchDynamo: {_message(exc)}"
 
 
 def _dynamo_trace(model: nn.Module, inputs: list) -> fx.GraphModule:
@@ -155,7 +153,7 @@ def _dynamo_trace(model: nn.Module, inputs: list) -> fx.GraphModule:
     torch._dynamo.reset()
     traced, _guards = torch._dynamo.export(model)(*inputs)
     keys = {id(t): key for key, t in model.state_dict(keep_vars=True).items()}
-    names = iter(_input_names(model, inputs))
+    names = iter(_padded(_forward_names(model), len(inputs)))
     for node in traced.graph.nodes:
         if node.op == "placeholder":  # arg0, arg1, ...: the forward's own names, as fx's
             node.target = next(names)
@@ -221,9 +219,9 @@ def _params(model: nn.Module) -> tuple[list[dict], list[str]]:
     return params, unsupported
 
 
-def _input_names(model: nn.Module, inputs: list) -> list[str]:
-    names = _forward_names(model)
-    return names + [f"input{i}" for i in range(len(names), len(inputs))]
+def _padded(names: list[str], count: int) -> list[str]:
+    """`names`, then input<i> for the inputs a *args takes."""
+    return names + [f"input{i}" for i in range(len(names), count)]
 
 
 def _forward_names(model: nn.Module) -> list[str]:
@@ -234,7 +232,7 @@ def _forward_names(model: nn.Module) -> list[str]:
 
 
 def _inputs(names: list[str], inputs: list, unsupported: list[str]) -> list[dict]:
-    names = names + [f"input{i}" for i in range(len(names), len(inputs))]  # *args
+    names = _padded(names, len(inputs))
     pairs = zip(names, inputs, strict=False)  # names may outnumber inputs (defaults)
     return [_input_entry(name, value, unsupported) for name, value in pairs]
 

@@ -84,8 +84,8 @@ class RunnerProcess:
                 )
             return f"the {self.role} process broke the protocol ({what})"
         self._log.finish()
-        if sandbox.tripped(self.proc):
-            limit = self.proc.process_watch.limit
+        limit = sandbox.killed_at_process_limit(self.proc)
+        if limit is not None:
             return f"the {self.role} process was killed for starting more than {limit} processes"
         code = sandbox.exit_status(code, sandbox.confinement()["confined"])
         if code < 0:

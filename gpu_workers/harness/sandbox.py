@@ -480,14 +480,14 @@ def run(
         network_isolated=how["network_isolated"],
         argv=list(proc.args),
         confined=how["confined"],
-        process_limit=limits.processes if tripped(proc) else None,
+        process_limit=killed_at_process_limit(proc),
     )
 
 
-def tripped(proc: subprocess.Popen) -> bool:
-    """Whether the sandbox was killed for holding more processes than its limit."""
+def killed_at_process_limit(proc: subprocess.Popen) -> int | None:
+    """The process limit the sandbox was killed for exceeding, or None."""
     watch = getattr(proc, "process_watch", None)
-    return watch is not None and watch.tripped
+    return watch.limit if watch is not None and watch.tripped else None
 
 
 def exit_status(returncode: int, confined: bool) -> int:
