@@ -385,3 +385,11 @@ def unexplained_ms(candidate: Batches, calibration: Batches) -> tuple[float, flo
     middle = statistics.median(gaps)
     spread = statistics.median(abs(g - middle) for g in gaps)  # median absolute deviation
     return middle, spread
+
+
+def unexplained_floor_ms(candidate: Batches, calibration: Batches) -> float:
+    """The same gap between each side's cheapest batch. A busy host only ever adds time, so
+    the least overhead each side reached is its cost on a quiet moment: a candidate that hides
+    work in every call cannot bring its floor down to the calibration's, however noisy the
+    rounds that make the median's deviation too wide to tell."""
+    return min(candidate.overheads_ms) - min(calibration.overheads_ms)

@@ -1,5 +1,8 @@
 """Profiles on the cpu target: the same structure as cuda, with a host timer."""
 
+from gpu_workers.harness import judge as judge_mod
+from gpu_workers.harness import profile as profile_mod
+from gpu_workers.harness.judge import Batches
 from tests.gpu_workers.harness.evaluation import codes, evaluate, profile_past_the_gate
 
 
@@ -27,3 +30,34 @@ def test_patched_timers_do_not_reach_the_measurement():
     """Threat 6, past the static gate: the candidate's import patches every clock it can."""
     result = profile_past_the_gate("cpu", "relu_scale", "bad_patches_timers")
     assert result["candidate_ms"] > 0.001 and result["speedup_vs_eager"] < 100, result
+
+
+# ---- the judge's clock against the claimed times, on a busy host ----
+# Three calls of 0.6 ms claimed per batch, 9 ms of a batch's own cost, and stalls of a busy
+# host (ms) that land on different rounds for each side, as they do on a shared 2-core machine.
+_EAGER_STALLS = [0, 30, 2, 25, 40, 1, 35, 20]
+_OTHER_STALLS = [28, 0, 33, 3, 22, 38, 1, 26]
+
+
+def _batches(hidden_ms: float, stalls: list[float]) -> Batches:
+    batches = Batches()
+    for stall in stalls:
+        batches.add([0.6, 0.6, 0.6], 1.8 + 9.0 + hidden_ms + stall)
+    return batches
+
+
+def test_a_forger_hiding_work_in_every_call_is_seen_through_a_busy_hosts_noise():
+    eager, forger = _batches(0.0, _EAGER_STALLS), _batches(15.0, _OTHER_STALLS)
+    found = profile_mod.clock_violations(forger, eager)
+    assert [v.code for v in found] == ["timing_inconsistent"]
+    assert "cheapest batch 15.000 ms" in found[0].detail
+    # known-bad: the paired median alone stays within 4 deviations of this noise
+    gap, noise = judge_mod.unexplained_ms(forger, eager)
+    assert gap < 4 * noise
+
+
+def test_an_honest_candidate_on_the_same_busy_host_agrees_with_the_judges_clock():
+    eager, honest = _batches(0.0, _EAGER_STALLS), _batches(0.0, _OTHER_STALLS)
+    assert profile_mod.clock_violations(honest, eager) == []
+    # and one whose batches cost a little more than eager's (its outputs are lent) still agrees
+    assert profile_mod.clock_violations(_batches(0.5, _OTHER_STALLS), eager) == []
