@@ -2,9 +2,10 @@
 
 Objects are cached by content (source, every workspace header, flags, toolchain), so an unchanged
 workspace never rebuilds, a change to one .cu recompiles that file alone, and candidates that share
-a binding file share its object. The compiler runs in the sandbox, since sources are untrusted:
-it sees the toolchain, the workspace and the cached objects it links, so an #include of any other
-file (the harness, the cache, another run) fails.
+a binding file share its object; a C++ file that includes torch compiles against a precompiled
+prelude of its headers (precompiled_header). The compiler runs in the sandbox, since sources are
+untrusted: it sees the toolchain, the workspace and the cached objects it links, so an #include
+of any other file (the harness, the cache, another run) fails.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_workers.harness import environment, sandbox, settings
+from gpu_workers.harness import environment, precompiled_header, sandbox, settings
 from gpu_workers.harness.workspace import Workspace
 
 LIBRARY_FILE = f"{settings.EXTENSION_NAME}.so"
@@ -197,17 +198,19 @@ def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path)
     object_dir.mkdir(exist_ok=True)
     cached = {key: object_dir / f"{key}.o" for key in set(objects.values())}
     cached = {key: path for key, path in cached.items() if path.is_file()}
+    jobs = os.cpu_count() or 1
+    prelude = _prelude(device, chain, objects, cached, _memory_per_job(jobs))
     build_dir = Path(tempfile.mkdtemp(prefix="kernelarena-build-"))
     try:
         (build_dir / "build.ninja").write_text(
-            _ninja_file(ws.root, chain, objects, cached, build_dir)
+            _ninja_file(ws.root, chain, objects, cached, build_dir, prelude)
         )
-        jobs = os.cpu_count() or 1
+        readable = (ws.root, *cached.values(), *([prelude.parent] if prelude else []))
         result = sandbox.run(
             ["ninja", "-C", str(build_dir), f"-j{jobs}"],
             cwd=ws.root,
             device=device,
-            view=sandbox.View(readable=(ws.root, *cached.values()), writable=(build_dir,)),
+            view=sandbox.View(readable=readable, writable=(build_dir,)),
             limits=sandbox.Limits(
                 timeout_s=600, output_bytes=64_000, address_space_bytes=_memory_per_job(jobs)
             ),
@@ -229,6 +232,14 @@ def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path)
         shutil.rmtree(build_dir, ignore_errors=True)
 
 
+def _prelude(device, chain: Toolchain, objects, cached, memory: int) -> Path | None:
+    """The precompiled torch prelude, where a C++ file still to compile includes torch."""
+    pending = [src for src, key in objects.items() if key not in cached and src.suffix == ".cpp"]
+    if not any(precompiled_header.uses_torch(src.read_text()) for src in pending):
+        return None
+    return precompiled_header.prelude(chain.cxx, chain.cflags, chain.digest(), device, memory)
+
+
 def _publish(source: Path, target: Path) -> None:
     """Copies into the cache's file system, then renames: readers never see half a file."""
     fd, partial = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent)
@@ -243,6 +254,7 @@ def _ninja_file(
     objects: dict[Path, str],
     cached: dict[str, Path],
     build_dir: Path,
+    prelude: Path | None,
 ) -> str:
     q = _ninja_quote
     lines = [
@@ -252,7 +264,7 @@ def _ninja_file(
         f"ldflags = {' '.join(chain.ldflags)}",
         f"workspace = -I{q(root)}",
         "rule cxx",
-        "  command = $cxx $cflags $workspace -c $in -o $out",
+        "  command = $cxx $cflags $workspace $prelude -c $in -o $out",
         "  description = compile $in",
         "rule link",
         "  command = $cxx $in $ldflags -o $out",
@@ -273,6 +285,8 @@ def _ninja_file(
         rule = "nvcc" if src.suffix == ".cu" else "cxx"
         out = build_dir / "obj" / f"{key}.o"
         lines.append(f"build {q(out)}: {rule} {q(src)}")
+        if rule == "cxx" and prelude and precompiled_header.uses_torch(src.read_text()):
+            lines.append(f"  prelude = -include {q(prelude)}")
         inputs.append(str(out))
     lines.append(f"build {q(build_dir / LIBRARY_FILE)}: link {' '.join(map(q, inputs))}")
     return "\n".join(lines) + "\n"

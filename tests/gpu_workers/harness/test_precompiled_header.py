@@ -1,0 +1,66 @@
+import time
+import uuid
+
+import pytest
+
+from gpu_workers.harness import compile, precompiled_header, settings, workspace
+from tests.conftest import candidate_dir
+
+
+@pytest.fixture
+def ws(tmp_path):
+    ws = workspace.create(tmp_path / "ws", "class Model: ...", "cpu")
+    workspace.copy_candidate(ws, candidate_dir("cpu", "good_relu_scale"))
+    return ws
+
+
+def _touch_binding(ws) -> None:
+    binding = next(p for p in ws.kernel_files(".cpp") if p.stem.endswith("_binding"))
+    ws.write_file(f"kernels/{binding.name}", binding.read_text() + f"\n// {uuid.uuid4()}\n")
+
+
+def test_binding_files_compile_against_the_prelude_built_once_for_the_toolchain(ws):
+    _touch_binding(ws)
+    assert compile.build(ws, "cpu").ok
+    chain = compile.toolchain("cpu")
+    built = settings.cache_dir() / "pch" / chain.digest() / precompiled_header.PRELUDE
+    assert built.is_file() and built.with_suffix(".h.gch").stat().st_size > 1 << 20
+    stamp = built.with_suffix(".h.gch").stat().st_mtime_ns
+    _touch_binding(ws)
+    assert compile.build(ws, "cpu").ok
+    assert built.with_suffix(".h.gch").stat().st_mtime_ns == stamp  # reused, not rebuilt
+
+
+def test_a_gch_of_other_flags_is_ignored_and_the_build_still_works(ws, monkeypatch):
+    """GCC parses the header itself when the .gch does not match: time lost, nothing wrong."""
+    chain = compile.toolchain("cpu")
+    key = chain.digest()
+    assert precompiled_header.prelude(chain.cxx, chain.cflags, key, "cpu", 4 << 30)
+    # NDEBUG changes what <cassert> defines, so GCC refuses the .gch built without it
+    foreign = compile.Toolchain(chain.cxx, None, (*chain.cflags, "-DNDEBUG"), (), chain.ldflags)
+    monkeypatch.setattr(compile, "toolchain", lambda device: foreign)
+    monkeypatch.setattr(foreign.__class__, "digest", lambda self: key)  # finds the other .gch
+    _touch_binding(ws)
+    result = compile.build(ws, "cpu")
+    assert result.ok, result.log
+
+
+def test_plain_kernel_files_are_not_given_torch():
+    assert precompiled_header.uses_torch("#include <torch/types.h>\nint x;\n")
+    assert precompiled_header.uses_torch('  #  include "ATen/ATen.h"\n')
+    assert not precompiled_header.uses_torch('#include <cstdint>\nextern "C" void f();\n')
+    assert not precompiled_header.uses_torch("// see torch/types.h\n")
+
+
+def test_a_toolchain_that_cannot_build_it_is_remembered_and_compiles_without(tmp_path):
+    broken = ("-fno-such-flag-kernelarena",)
+    key = f"broken-{uuid.uuid4()}"
+    assert precompiled_header.prelude("c++", broken, key, "cpu", 4 << 30) is None
+    failed = settings.cache_dir() / "pch" / f"{key}.failed"
+    assert "no-such-flag" in failed.read_text()
+    started = time.monotonic()
+    assert precompiled_header.prelude("c++", broken, key, "cpu", 4 << 30) is None
+    assert time.monotonic() - started < 1  # not tried again
+    # known-bad: a key with no failure on record does try (and fails the same way)
+    assert precompiled_header.prelude("c++", broken, f"{key}-new", "cpu", 4 << 30) is None
+    assert (settings.cache_dir() / "pch" / f"{key}-new.failed").is_file()
