@@ -202,22 +202,15 @@ def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path)
     prelude = _prelude(device, chain, objects, cached, _memory_per_job(jobs))
     build_dir = Path(tempfile.mkdtemp(prefix="kernelarena-build-"))
     try:
-        (build_dir / "build.ninja").write_text(
-            _ninja_file(ws.root, chain, objects, cached, build_dir, prelude)
-        )
-        readable = (ws.root, *cached.values(), *([prelude.parent] if prelude else []))
-        result = sandbox.run(
-            ["ninja", "-C", str(build_dir), f"-j{jobs}"],
-            cwd=ws.root,
-            device=device,
-            view=sandbox.View(readable=readable, writable=(build_dir,)),
-            limits=sandbox.Limits(
-                timeout_s=600, output_bytes=64_000, address_space_bytes=_memory_per_job(jobs)
-            ),
-            harness=False,  # an #include of a harness file must fail like any other outside one
-        )
-        if not result.ok:
-            return result.stdout + result.stderr + (result.failure() or "")
+        log = _ninja(ws.root, device, chain, (objects, cached), build_dir, prelude)
+        if log is not None and prelude and precompiled_header.refused(log):
+            # a .gch this compiler cannot read must cost time, never the build; given up
+            # only when the build works without it, so no source can switch it off
+            refusal, log = log, _ninja(ws.root, device, chain, (objects, cached), build_dir, None)
+            if log is None:
+                precompiled_header.give_up(chain.digest(), refusal)
+        if log is not None:
+            return log
         for fresh in build_dir.glob("obj/*.o"):
             _publish(fresh, object_dir / fresh.name)
         ext_dir.parent.mkdir(exist_ok=True)
@@ -230,6 +223,29 @@ def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path)
         return None
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _ninja(root, device, chain, sources, build_dir: Path, prelude: Path | None) -> str | None:
+    """Runs the build in the sandbox; the compiler's log on failure."""
+    objects, cached = sources
+    (build_dir / "build.ninja").write_text(
+        _ninja_file(root, chain, objects, cached, build_dir, prelude)
+    )
+    jobs = os.cpu_count() or 1
+    result = sandbox.run(
+        ["ninja", "-C", str(build_dir), f"-j{jobs}"],
+        cwd=root,
+        device=device,
+        view=sandbox.View(
+            readable=(root, *cached.values(), *([prelude.parent] if prelude else [])),
+            writable=(build_dir,),
+        ),
+        limits=sandbox.Limits(
+            timeout_s=600, output_bytes=64_000, address_space_bytes=_memory_per_job(jobs)
+        ),
+        harness=False,  # an #include of a harness file must fail like any other outside one
+    )
+    return None if result.ok else result.stdout + result.stderr + (result.failure() or "")
 
 
 def _prelude(device, chain: Toolchain, objects, cached, memory: int) -> Path | None:

@@ -73,6 +73,21 @@ def prelude(cxx: str, cflags: tuple[str, ...], key: str, device: str, memory: in
         shutil.rmtree(staged, ignore_errors=True)
 
 
+def refused(log: str) -> bool:
+    """Whether a failed build failed on the .gch itself: GCC rejects a mismatched one quietly,
+    but a damaged one is an error of the compiler's own, with no file and line of a source."""
+    return any(
+        line.startswith("cc1plus:") and "precompiled header" in line for line in log.splitlines()
+    )
+
+
+def give_up(key: str, log: str) -> None:
+    """This toolchain compiles without the prelude from now on."""
+    root = settings.cache_dir() / "pch"
+    (root / f"{key}.failed").write_text(log)
+    shutil.rmtree(root / key, ignore_errors=True)
+
+
 @functools.cache
 def _is_gcc(cxx: str) -> bool:
     """Clang reads `-include x.h` without looking for x.h.gch: building one would be waste."""

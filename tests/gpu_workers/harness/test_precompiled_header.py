@@ -1,3 +1,4 @@
+import shutil
 import time
 import uuid
 
@@ -64,3 +65,38 @@ def test_a_toolchain_that_cannot_build_it_is_remembered_and_compiles_without(tmp
     # known-bad: a key with no failure on record does try (and fails the same way)
     assert precompiled_header.prelude("c++", broken, f"{key}-new", "cpu", 4 << 30) is None
     assert (settings.cache_dir() / "pch" / f"{key}-new.failed").is_file()
+
+
+def test_a_damaged_gch_costs_one_rebuild_and_is_given_up(ws, tmp_path):
+    _touch_binding(ws)
+    assert compile.build(ws, "cpu").ok
+    key = compile.toolchain("cpu").digest()
+    gch = settings.cache_dir() / "pch" / key / f"{precompiled_header.PRELUDE}.gch"
+    kept = shutil.copytree(gch.parent, tmp_path / "kept")  # for the tests after this one
+    with open(gch, "r+b") as damaged:
+        damaged.truncate(1 << 20)  # GCC errors on a truncated one
+    try:
+        _touch_binding(ws)
+        result = compile.build(ws, "cpu")
+        assert result.ok, result.log
+        failed = settings.cache_dir() / "pch" / f"{key}.failed"
+        assert "while reading precompiled header" in failed.read_text()  # the first try's error
+        assert not gch.exists()
+    finally:
+        (settings.cache_dir() / "pch" / f"{key}.failed").unlink(missing_ok=True)
+        shutil.rmtree(gch.parent, ignore_errors=True)
+        shutil.copytree(kept, gch.parent)
+
+
+def test_a_source_that_names_the_error_cannot_switch_the_prelude_off(ws):
+    ws.write_file(
+        "kernels/loud_binding.cpp",
+        "#include <torch/types.h>\n#error while reading precompiled header\n",
+    )
+    result = compile.build(ws, "cpu")
+    assert not result.ok and "#error while reading precompiled header" in result.log
+    key = compile.toolchain("cpu").digest()
+    assert not (settings.cache_dir() / "pch" / f"{key}.failed").exists()
+    assert not precompiled_header.refused(result.log)
+    # known-bad: the compiler's own refusal is told apart
+    assert precompiled_header.refused("cc1plus: error: while reading precompiled header: x\n")
