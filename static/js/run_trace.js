@@ -290,6 +290,8 @@
       } else if (p.state === "requeued") {
         setStatus("queued");
         setField("detail", "requeued: " + (p.detail || "the worker was lost"));
+        setField("queue", "requeued: waiting for a worker");
+        followQueue();
       } else if (p.state === "cancel_requested") {
         setField("detail", "cancel requested: the agent stops at its next step");
       } else if (p.state === "ended") {
@@ -580,6 +582,36 @@
     });
   }
 
+  // ---- the queue position, while queued ------------------------------------------------------
+  // Runs ahead start or are cancelled while this one waits, and no event of this run says so:
+  // its place is asked of the API every 3 s until a worker claims it (the claim event says so).
+
+  var runUrl = root.dataset.runUrl;
+  var followingQueue = false;
+
+  function followQueue() {
+    if (followingQueue || !runUrl || !field("queue")) return;
+    followingQueue = true;
+    function ask() {
+      if (state.status !== "queued" || state.stopped) { followingQueue = false; return; }
+      fetch(runUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) {
+          if (response.status === 401 || response.status === 404) return null; // not for this viewer
+          if (!response.ok) throw new Error("HTTP " + response.status);
+          return response.json();
+        })
+        .then(function (run) {
+          if (!run) { followingQueue = false; return; }
+          if (state.status === "queued" && run.queue_position) {
+            setField("queue", "position " + run.queue_position + " in the " + root.dataset.gpuType + " run queue");
+          }
+          setTimeout(ask, 3000);
+        })
+        .catch(function () { setTimeout(ask, 10000); }); // the server restarting
+    }
+    setTimeout(ask, 3000);
+  }
+
   // ---- start -------------------------------------------------------------------------------
 
   function toggleAll(open) {
@@ -594,4 +626,5 @@
   setInterval(tick, 1000);
   setConnection("connecting…");
   connect();
+  followQueue();
 })();

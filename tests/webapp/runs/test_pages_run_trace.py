@@ -280,3 +280,26 @@ def test_it_polls_the_api_where_the_server_refuses_websockets(stack, browser, al
     viewer.page.wait_for_selector("#event-2")  # the next poll, 2 s later
     assert viewer.rows() == ["event-1", "event-2"]
     assert "Unsupported upgrade request" in (stack.folder / "web.log").read_text()
+
+
+def test_a_queued_runs_place_follows_the_runs_ahead_of_it_until_it_is_claimed(
+    stack, browser, alice, relu_scale
+):
+    """No event of this run says that a run ahead of it started: the page asks the API."""
+    stack.start_web()
+    problem = make_problem(alice, relu_scale)
+    ahead, mine = make_run(alice, problem), make_run(alice, problem)
+    viewer = Viewer(browser, stack, alice, mine)
+    page = viewer.page
+    queue = "() => document.querySelector('[data-field=queue]').textContent"
+    assert page.evaluate(queue) == "position 2 in the cpu run queue"
+
+    def cancel_ahead():
+        Run.objects.filter(pk=ahead.pk).update(status=RunStatus.CANCELLED)
+
+    off_the_browser_thread(cancel_ahead)
+    page.wait_for_function(f"() => ({queue})() === 'position 1 in the cpu run queue'")
+    record(mine, TRACE[0])  # a worker claims it
+    page.wait_for_function(f"() => ({queue})() === 'taken by a worker'")
+    assert page.locator("[data-field=status]").inner_text() == "running"
+    assert viewer.loads == [f"{stack.base_url}/runs/{mine.pk}/"]  # all without a reload
