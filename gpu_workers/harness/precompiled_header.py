@@ -14,6 +14,7 @@ failure) is remembered and compiles without it.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import re
 import shutil
@@ -43,12 +44,26 @@ def prelude(cxx: str, cflags: tuple[str, ...], key: str, device: str, memory: in
     """The prelude header with its .gch beside it for these flags, built on first use; None
     where this toolchain does not build one."""
     root = settings.cache_dir() / "pch"
-    ready, failed = root / key / PRELUDE, root / f"{key}.failed"
+    ready = root / key / PRELUDE
     if ready.is_file():
         return ready
-    if failed.is_file() or not _is_gcc(cxx):
+    if not _is_gcc(cxx):
         return None
     root.mkdir(exist_ok=True)
+    # one build per toolchain: builds that start together (a batch of candidates, two workers
+    # of one machine) wait for it instead of each spending a minute and a GiB on the same file
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready.is_file():
+            return ready
+        if (root / f"{key}.failed").is_file():
+            return None
+        return _build(cxx, cflags, key, device, memory)
+
+
+def _build(cxx: str, cflags: tuple[str, ...], key: str, device: str, memory: int) -> Path | None:
+    root = settings.cache_dir() / "pch"
+    ready, failed = root / key / PRELUDE, root / f"{key}.failed"
     staged = Path(tempfile.mkdtemp(prefix="pch-", dir=root))
     try:
         (staged / PRELUDE).write_text(_PRELUDE_TEXT)

@@ -1,6 +1,8 @@
+import fcntl
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -100,3 +102,21 @@ def test_a_source_that_names_the_error_cannot_switch_the_prelude_off(ws):
     assert not precompiled_header.refused(result.log)
     # known-bad: the compiler's own refusal is told apart
     assert precompiled_header.refused("cc1plus: error: while reading precompiled header: x\n")
+
+
+def test_a_build_that_starts_while_another_runs_waits_and_takes_its_header():
+    """Builds that start together (a batch of candidates, two workers) make the header once."""
+    key = f"shared-{uuid.uuid4()}"
+    root = settings.cache_dir() / "pch"
+    root.mkdir(exist_ok=True)
+    with open(root / f"{key}.lock", "w") as held, ThreadPoolExecutor(1) as pool:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a build of this toolchain under way
+        waiting = pool.submit(precompiled_header.prelude, "c++", (), key, "cpu", 4 << 30)
+        time.sleep(0.5)
+        # known-bad for the lock: without it, this call fails its own build (no include paths)
+        # within the half second
+        assert not waiting.done()
+        (root / key).mkdir()
+        (root / key / precompiled_header.PRELUDE).write_text("// published by the other build\n")
+        fcntl.flock(held, fcntl.LOCK_UN)
+        assert waiting.result(timeout=10) == root / key / precompiled_header.PRELUDE
