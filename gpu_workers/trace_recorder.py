@@ -73,7 +73,26 @@ class TraceRecorder:
                 best_speedup_vs_eager=summary["speedup_vs_eager"],
                 best_speedup_vs_compile=summary["speedup_vs_compile"],
             )
+        elif not summary["verified"]:
+            self._withdraw(candidate)
         return seq
+
+    def _withdraw(self, candidate: Candidate) -> None:
+        """A candidate that verified and then failed its profile (a violation while timed) is
+        no longer the run's best: the best verified one left takes its place, or none, so a run
+        never ends succeeded on a kernel it no longer stands behind."""
+        if not Run.objects.filter(pk=self.run.pk, best_candidate=candidate).exists():
+            return
+        best, best_speedup = None, None
+        for other in self.run.candidates.filter(verified=True).order_by("seq"):
+            speedup = (other.verdict.get("profile") or {}).get("speedup_vs_eager")
+            if best is None or beats(speedup, best_speedup):
+                best, best_speedup = other, speedup
+        Run.objects.filter(pk=self.run.pk).update(
+            best_candidate=best,
+            best_speedup_vs_eager=best_speedup,
+            best_speedup_vs_compile=best.speedup_vs_compile if best else None,
+        )
 
     def _beats_best(self, candidate: Candidate, speedup: float | None) -> bool:
         """The agent's own ranking, but across attempts: a re-queued run must not replace a

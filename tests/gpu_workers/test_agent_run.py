@@ -245,3 +245,28 @@ def test_it_stops_a_cancelled_run_at_its_next_step(alice, relu_scale, agents):
     assert events[-1][2]["run_status"] == "cancelled"
     thoughts = [p["text"] for _, kind, p in events if kind == "thought"]
     assert 1 <= len(thoughts) < 10
+
+
+def test_a_kernel_that_verifies_then_fails_its_profile_is_no_result(alice, relu_scale, agents):
+    """attack_forges_times verifies (the right answer) and is then caught forging its times:
+    the run's best, set when it verified, is withdrawn and the run ends failed."""
+    script = [
+        write_files_action(fixture_files("attack_forges_times")),
+        {"thought": "Build it.", "tool": "compile"},
+        {"thought": "Check it.", "tool": "verify"},
+        {"thought": "Time it.", "tool": "profile"},
+        {"thought": "Done.", "tool": "finish", "args": {"summary": "fast, it says"}},
+    ]
+    agents({"forger": script})
+    run = queued_run(alice, relu_scale, "forger")
+
+    assert agent_run.run(run.pk, "host-a:1") == f"run {run.pk} failed"
+
+    run.refresh_from_db()
+    assert run.best_candidate is None and run.best_speedup_vs_eager is None
+    (candidate,) = run.candidates.all()
+    assert candidate.verdict["verify"]["ok"] and not candidate.verified
+    assert "timing_inconsistent" in {v["code"] for v in candidate.verdict["profile"]["violations"]}
+    # known-bad: it was the run's best once it verified (the status event of that turn says so)
+    bests = [p.get("best") for _, k, p in trace(run) if k == "status" and p["state"] == "running"]
+    assert any(bests) and bests[-1] is None
