@@ -48,7 +48,7 @@ def _batches(hidden_ms: float, stalls: list[float]) -> Batches:
 
 def test_a_forger_hiding_work_in_every_call_is_seen_through_a_busy_hosts_noise():
     eager, forger = _batches(0.0, _EAGER_STALLS), _batches(15.0, _OTHER_STALLS)
-    found = profile_mod.clock_violations(forger, eager)
+    found = profile_mod.clock_violations(forger, eager, "cpu")
     assert [v.code for v in found] == ["timing_inconsistent"]
     assert "cheapest batch 15.000 ms" in found[0].detail
     # known-bad: the paired median alone stays within 4 deviations of this noise
@@ -58,6 +58,15 @@ def test_a_forger_hiding_work_in_every_call_is_seen_through_a_busy_hosts_noise()
 
 def test_an_honest_candidate_on_the_same_busy_host_agrees_with_the_judges_clock():
     eager, honest = _batches(0.0, _EAGER_STALLS), _batches(0.0, _OTHER_STALLS)
-    assert profile_mod.clock_violations(honest, eager) == []
+    assert profile_mod.clock_violations(honest, eager, "cpu") == []
     # and one whose batches cost a little more than eager's (its outputs are lent) still agrees
-    assert profile_mod.clock_violations(_batches(0.5, _OTHER_STALLS), eager) == []
+    assert profile_mod.clock_violations(_batches(0.5, _OTHER_STALLS), eager, "cpu") == []
+
+
+def test_a_cpu_process_whose_flushes_run_slower_is_not_taken_for_a_forger():
+    """On the cpu target a batch is mostly cache flushes at the process's own memory speed: an
+    honest candidate's batches ran 31% over eager's for minutes on the 2-core VM."""
+    eager, slower = _batches(0.0, _EAGER_STALLS), _batches(0.31 * 9.0, _EAGER_STALLS)
+    assert profile_mod.clock_violations(slower, eager, "cpu") == []
+    # known-bad: on a GPU, where both batches are the device's, the same offset is a violation
+    assert profile_mod.clock_violations(slower, eager, "cuda")
