@@ -46,7 +46,9 @@ def test_candidate_compiles_and_verifies(case, tmp_path):
         assert verdict["ok"], verdict
         if case.name in PROFILED:
             profile = session.profile()
-            assert profile["ok"], profile
+            # drift (eager slowed beside it, after re-measuring) is the host's verdict, held
+            # for review and blamed on no kernel: the kind's timing path still worked
+            assert profile["ok"] or profile["failed_by"] == "infrastructure", profile["violations"]
             assert profile["candidate_ms"] > 0
 
 
