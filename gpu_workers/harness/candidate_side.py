@@ -9,6 +9,7 @@ never as success.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from pathlib import Path
@@ -17,8 +18,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpu_workers.harness import problem as problem_mod
+from gpu_workers.harness import timing
 from gpu_workers.harness.protocol import Protocol
-from gpu_workers.harness.runner_state import COMMON, RunnerState, copy_outputs, describe
+from gpu_workers.harness.runner_state import COMMON, RunnerState, deliver_outputs
 from gpu_workers.harness.source_gate import Violation
 
 # Ops ModelNew.forward may dispatch: allocation, metadata and views. Anything else is torch doing
@@ -117,9 +119,15 @@ def _thread_count() -> int:
         return threading.active_count()
 
 
-def trial(state: RunnerState, message: dict, fds: list[int]) -> dict:
+def judged_call(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    """One call of ModelNew on a slot, for a correctness trial and a timed call alike: the same
+    code path, so a candidate cannot tell them apart by its call stack, and every call is
+    checked the same way (outputs, aliasing, threads left running). The judge asks for the
+    dispatch observer (`observe`) on every trial and on a share of timed calls it draws in
+    secret; the judge flushed the caches before a timed call."""
     slot = state.slots[message["slot"]]
-    model_new = state.extra["model_new"]
+    model_new = state.functions["candidate"]()
+    label = str(message.get("label", "call"))[:40]
     if not state.extra["warm"]:
         # One unobserved call first, so thread pools (OpenMP, torch) exist before threads are
         # counted; its output is dropped.
@@ -128,18 +136,15 @@ def trial(state: RunnerState, message: dict, fds: list[int]) -> dict:
         state.synchronize()
         state.extra["warm"] = True
     threads = _thread_count()
-    observer = ComputeOpObserver()
+    observer = ComputeOpObserver() if message.get("observe") else contextlib.nullcontext()
     with torch.no_grad(), observer:
-        out = model_new(*slot.inputs)
+        elapsed, out = timing.time_call(model_new, slot.inputs, state.device)
+    violations = _call_violations(label, observer, slot.inputs, out, threads)
+    with torch.no_grad():
+        described, copied = deliver_outputs(slot, out, message.get("into", "lent"))
+        del out
     state.synchronize()
-    violations = _trial_violations(message["trial"], observer, slot.inputs, out, threads)
-    try:
-        tensors = problem_mod.flatten(out)
-    except TypeError:
-        return {"violations": violations, "outputs": None, "copied": False}
-    copied = copy_outputs(slot, [t.detach() for t in tensors], "lent")
-    state.synchronize()
-    return {"violations": violations, "outputs": describe(tensors), "copied": copied}
+    return {"time_ms": elapsed, "violations": violations, "outputs": described, "copied": copied}
 
 
 def _bad_type(out) -> bool:
@@ -160,16 +165,16 @@ def _aliases(out, inputs) -> bool:
     return any(t.numel() and t.untyped_storage().data_ptr() in pointers for t in tensors)
 
 
-def _trial_violations(trial, observer, inputs, out, threads_before) -> list[dict]:
+def _call_violations(label, observer, inputs, out, threads_before) -> list[dict]:
     found = []
-    if observer.ops:
+    if getattr(observer, "ops", None):
         ops = ", ".join(f"{name} x{count}" for name, count in sorted(observer.ops.items()))
-        found.append(Violation("torch_compute", f"trial {trial}: forward ran torch ops: {ops}"))
+        found.append(Violation("torch_compute", f"{label}: forward ran torch ops: {ops}"))
     if _bad_type(out):
         found.append(
             Violation(
                 "output_type",
-                f"trial {trial}: forward must return plain "
+                f"{label}: forward must return plain "
                 f"torch.Tensor outputs, got {type(out).__name__}",
             )
         )
@@ -177,18 +182,17 @@ def _trial_violations(trial, observer, inputs, out, threads_before) -> list[dict
         found.append(
             Violation(
                 "output_aliases_input",
-                f"trial {trial}: an output shares memory with an input (return a new tensor)",
+                f"{label}: an output shares memory with an input (return a new tensor)",
             )
         )
     if _thread_count() > threads_before:
         found.append(
             Violation(
                 "async_work",
-                f"trial {trial}: forward left "
-                f"{_thread_count() - threads_before} new thread(s) running",
+                f"{label}: forward left {_thread_count() - threads_before} new thread(s) running",
             )
         )
     return [v.to_dict() for v in found]
 
 
-COMMANDS = {**COMMON, "load": load, "trial": trial}
+COMMANDS = {**COMMON, "load": load, "time": judged_call}

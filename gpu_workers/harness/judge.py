@@ -13,7 +13,6 @@ import math
 import os
 import secrets
 import statistics
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -22,6 +21,7 @@ from gpu_workers.harness.protocol import Protocol
 from gpu_workers.harness.runner_process import RunnerError, RunnerProcess
 from gpu_workers.harness.shared_buffers import SharedBuffer, allocate, dtype_of
 from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness.timing import CacheFlusher
 
 # Elements compared at a time: bounds the judge's scratch memory on multi-GB outputs.
 _COMPARE_CHUNK = 1 << 24
@@ -99,6 +99,13 @@ class Judge:
         self.reference_sets: dict[int, LentSet] = {}
         self.candidate_sets: dict[int, LentSet] = {}
         self.largest_set_bytes = 0
+        self._flusher: CacheFlusher | None = None
+
+    def flush_caches(self) -> None:
+        """Evicts the last-level cache from this process, just before a runner's timed call."""
+        if self._flusher is None:
+            self._flusher = CacheFlusher(self.device)
+        self._flusher()
 
     # ---- sets ----
     def make_set(
@@ -177,6 +184,7 @@ class Judge:
             held.free()
         self.reference_sets.clear()
         self.candidate_sets.clear()
+        self._flusher = None
 
 
 def _unmap(held: LentSet, slot: int) -> None:
@@ -354,6 +362,8 @@ class Batches:
         return (q[2] - q[0]) / self.median_ms if self.median_ms > 0 else float("inf")
 
     def summary(self) -> dict:
+        if not self.times_ms:
+            return {}  # stopped by a violation before any call was recorded
         return {
             "median_ms": self.median_ms,
             "min_ms": self.min_ms,
@@ -362,15 +372,56 @@ class Batches:
         }
 
 
-def timed_batch(runner: RunnerProcess, fn: str, slots, into: str, timeout_s: float):
-    """One batch on the runner, observed from here: (claimed times, judge wall ms, outputs)."""
-    started = time.perf_counter()
-    reply = runner.call("time", fn=fn, slots=list(slots), into=into, timeout_s=timeout_s)
-    wall_ms = (time.perf_counter() - started) * 1e3
-    times = [float(t) for t in reply["times_ms"]]
-    if len(times) != len(slots) or not all(math.isfinite(t) and t >= 0 for t in times):
-        times = [float("inf")] * len(slots)  # a nonsense claim is no time at all
-    return times, wall_ms, reply["outputs"]
+def timed_call(
+    judge: Judge, runner: RunnerProcess, fn: str, slot: int, into: str, timeout_s: float, **extra
+):
+    """One timed call on the runner, the caches flushed here first and the call observed from
+    here: (claimed ms, judge wall ms, the reply)."""
+    judge.flush_caches()
+    reply = runner.call("time", fn=fn, slot=slot, into=into, timeout_s=timeout_s, **extra)
+    claimed = reply.get("time_ms")
+    if not isinstance(claimed, int | float) or not math.isfinite(claimed) or claimed < 0:
+        claimed = float("inf")  # a nonsense claim is no time at all
+    return float(claimed), runner.last_wall_ms, reply
+
+
+def judge_call(judge: Judge, expected: LentSet, lent: LentSet, reply: dict, label: str):
+    """Everything the judge checks of one candidate call, a trial or a timed one: what its
+    process reported against itself, its outputs against the reference's, its inputs against
+    the reference runner's copies, and what its stopped sandbox holds. (violations, max abs
+    error, relative error)"""
+    found = claimed_violations(reply)
+    wrong, abs_err, rel_err = check_outputs(judge, expected, lent, reply, label)
+    found += wrong
+    found += [
+        Violation("input_mutated", f"{label}: input {i} was modified")
+        for i in inputs_changed(lent, expected)
+    ]
+    found += sandbox_violations(lent.runner, label)
+    return found, abs_err, rel_err
+
+
+def claimed_violations(reply: dict) -> list[Violation]:
+    """What the candidate's process reported about itself: only ever a reason to fail."""
+    found = []
+    for item in reply.get("violations") or []:
+        if isinstance(item, dict) and isinstance(item.get("code"), str):
+            found.append(Violation(item["code"][:40], str(item.get("detail", ""))[:500]))
+    return found
+
+
+def sandbox_violations(runner: RunnerProcess, label: str) -> list[Violation]:
+    """Processes or threads the candidate's sandbox gained since its first call (counted from
+    outside while it is stopped): work that could run beside the judge's. The first call's
+    census is the warm one."""
+    if runner.warm_census is None:
+        runner.mark_warm()
+        return []
+    gained = runner.gained_since_warm()
+    if not gained:
+        return []
+    detail = f"{label}: its sandbox holds {gained} more than after its first call"
+    return [Violation("async_work", detail)]
 
 
 def unexplained_ms(candidate: Batches, calibration: Batches) -> tuple[float, float]:

@@ -25,21 +25,27 @@ def host_tasks() -> int:
 
 def processes_under(pid: int) -> int:
     """`pid` and all its descendants that still exist."""
-    count, stack = 0, [pid]
+    return len(descendants(pid))
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, parents before children; a process that ended while
+    it was being read is skipped."""
+    found, stack = [], [pid]
     while stack:
         current = stack.pop()
-        count += 1
         try:
             tasks = os.listdir(f"/proc/{current}/task")
         except OSError:
             continue  # gone since its parent listed it
+        found.append(current)
         for task in tasks:
             try:
                 with open(f"/proc/{current}/task/{task}/children") as children:
                     stack.extend(int(child) for child in children.read().split())
             except OSError:
                 pass
-    return count
+    return found
 
 
 class ProcessWatch:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import secrets
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -65,7 +66,8 @@ class ProfileResult:
 # Bumped whenever how baselines are measured changes, so no cached number outlives its method.
 # 2: TF32 admitted for the baselines where the protocol admits tensor cores.
 # 3: timed in batches by the judge, in a reference runner.
-BASELINE_METHOD = 3
+# 4: one call per command, the caches flushed by the judge's process, launch latency included.
+BASELINE_METHOD = 4
 
 
 def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
@@ -129,14 +131,16 @@ def time_baselines(judge: Judge, reference: RunnerProcess, modes=None) -> dict:
     names = {"eager_ms": "eager", **{_mode_key(m): _FUNCTION_OF_MODE[m] for m in modes}}
     batches = {key: Batches() for key in names}
     for fn in names.values():  # warm-up: torch.compile compiles here
-        judge_mod.timed_batch(reference, fn, slots, "none", timeout_s=1800)
+        for slot in slots:
+            judge_mod.timed_call(judge, reference, fn, slot, "none", timeout_s=1800)
     deadline = time.monotonic() + protocol.timing_budget_s
     for round_index in range(_MAX_ROUNDS):
         keys = list(names)
         rotation = round_index % len(keys)
         for key in keys[rotation:] + keys[:rotation]:
-            times, wall, _ = judge_mod.timed_batch(reference, names[key], slots, "none", _CALL_S)
-            batches[key].add(times, wall)
+            for slot in slots:
+                call = judge_mod.timed_call(judge, reference, names[key], slot, "none", _CALL_S)
+                batches[key].add([call[0]], call[1])
         if _settled(round_index, batches.values(), protocol, deadline):
             break
     result = {key: b.median_ms for key, b in batches.items()}
@@ -201,11 +205,13 @@ def eager_alone(judge: Judge, reference: RunnerProcess) -> Batches:
     slots = judge.timing_slots()
     while True:
         _fresh_sets(judge, reference, slots)
-        times, wall, _ = judge_mod.timed_batch(reference, "eager", slots, "sink", _CALL_S)
-        if time.monotonic() < warm_until:
+        for slot in slots:
+            ms, wall, _ = judge_mod.timed_call(judge, reference, "eager", slot, "sink", _CALL_S)
+            if time.monotonic() >= warm_until:
+                batches.add([ms], wall)
+        if time.monotonic() < warm_until or not batches.walls_ms:
             continue
-        batches.add(times, wall)
-        if _settled(len(batches.walls_ms) - 1, (batches,), judge.protocol, deadline):
+        if _settled(len(batches.walls_ms) // len(slots) - 1, (batches,), judge.protocol, deadline):
             break
     return batches
 
@@ -218,9 +224,10 @@ def _fresh_sets(judge: Judge, reference: RunnerProcess, slots: tuple[int, ...]) 
 def time_candidate(
     judge: Judge, reference: RunnerProcess, candidate: RunnerProcess, alone: Batches
 ) -> Measurement:
-    """Rounds of one batch each for the candidate and for eager (which only calibrates the
-    judge's clock and detects drift), every set drawn fresh each round so no result can be
-    replayed; every timed output is checked against the reference."""
+    """Rounds of one call per timing set each for the candidate and for eager (which only
+    calibrates the judge's clock and detects drift), every set drawn fresh each round so no
+    result can be replayed; every timed call is judged like a trial (judge.judge_call), and a
+    share of them, drawn in secret, again under the dispatch observer, untimed."""
     protocol = judge.protocol
     slots = judge.timing_slots()
     if len(slots) < len(judge_mod.TIMING_SLOTS):
@@ -231,22 +238,23 @@ def time_candidate(
     deadline = time.monotonic() + protocol.timing_budget_s
     for round_index in range(-1, _MAX_ROUNDS):  # round -1 warms up and is not recorded
         sets = _fresh_sets(judge, reference, slots)
-        lent = {k: judge.lend_to_candidate(candidate, k) for k in slots}
         counts = counts or reference.call("counts", slot=slots[0])
-        order = [("eager", reference, "sink"), ("candidate", candidate, "lent")]
-        if round_index % 2:
-            order.reverse()
-        for fn, runner, into in order:
-            try:
-                times, wall, outputs = judge_mod.timed_batch(runner, fn, slots, into, _CALL_S)
-            except RunnerDied as died:
-                if runner is reference:
-                    raise
-                return _died(died, counts)
-            if round_index >= 0:
-                (eager if runner is reference else cand).add(times, wall)
-            if runner is candidate:
-                violations += _check_timed_outputs(judge, sets, lent, outputs, slots)
+        lent = {}
+        try:
+            for position, slot in enumerate(slots):
+                # each set's inputs land just before its call, while the candidate is stopped
+                lent[slot] = judge.lend_to_candidate(candidate, slot)
+                calls = _timed_pair(judge, reference, candidate, slot, round_index + position)
+                if round_index >= 0:
+                    eager.add(*calls["eager"][:2])
+                    cand.add(*calls["candidate"][:2])
+                label = f"timed call (set {slot})"
+                violations += _judged(judge, sets[slot], lent[slot], calls["candidate"][2], label)
+            violations += _observed_call(judge, candidate, sets, lent, slots)
+        except RunnerDied as died:
+            if died.role == "reference":
+                raise
+            return _died(died, counts)
         if violations or _settled(round_index, (cand,), protocol, deadline):
             break
     violations += clock_violations(cand, eager, judge.device)
@@ -260,18 +268,45 @@ def time_candidate(
     )
 
 
+def _timed_pair(judge, reference, candidate, slot: int, turn: int) -> dict:
+    """Eager and the candidate on one set, in an order that alternates: {who: ([ms], wall ms,
+    reply)}."""
+    order = [("eager", reference, "sink"), ("candidate", candidate, "lent")]
+    if turn % 2:
+        order.reverse()
+    calls = {}
+    for fn, runner, into in order:
+        ms, wall, reply = judge_mod.timed_call(judge, runner, fn, slot, into, _CALL_S)
+        calls[fn] = ([ms], wall, reply)
+    return calls
+
+
+# One round in this many, drawn in secret, adds a call under the dispatch observer: its cost
+# (tens of microseconds per op) stays out of the times.
+_OBSERVED_ONE_IN = 4
+
+
+def _observed_call(judge, candidate, sets, lent, slots) -> list[Violation]:
+    if secrets.randbelow(_OBSERVED_ONE_IN):
+        return []
+    slot = slots[secrets.randbelow(len(slots))]
+    label = f"observed timed call (set {slot})"
+    reply = candidate.call(
+        "time", fn="candidate", slot=slot, into="lent", observe=True, label=label, timeout_s=_CALL_S
+    )
+    return _judged(judge, sets[slot], lent[slot], reply, label)
+
+
+def _judged(judge, expected, lent, reply, label) -> list[Violation]:
+    """A timed call's violations; a wrong output is named as found while timed."""
+    found, _, _ = judge_mod.judge_call(judge, expected, lent, reply, label)
+    timed = {"mismatch": "timed_output_mismatch", "nan_output": "timed_output_mismatch"}
+    return [Violation(timed.get(v.code, v.code), v.detail) for v in found]
+
+
 def _died(died: RunnerDied, counts) -> Measurement:
     violation = Violation("process_exit", f"while timed: {died}")
     return Measurement({}, {}, {}, (counts or {}).get("flops", 0), 0, [violation])
-
-
-def _check_timed_outputs(judge, sets, lent, outputs, slots) -> list[Violation]:
-    found = []
-    for k, described in zip(slots, outputs, strict=True):
-        reply = {"outputs": described, "copied": True}
-        bad, _, _ = judge_mod.check_outputs(judge, sets[k], lent[k], reply, f"timed call (set {k})")
-        found += [Violation("timed_output_mismatch", v.detail) for v in bad]
-    return found
 
 
 # What a batch may cost a process beyond the same batch in another, as a share of the batch's

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import signal
 import socket
+import time
 from pathlib import Path
 
 from gpu_workers.harness import sandbox
 from gpu_workers.harness.channel import NO_ANSWER, Channel, RunnerGone
 from gpu_workers.harness.child_output import OutputTail
+from gpu_workers.harness.sandbox_freezer import Census, Freezer, NotStopped
 
 # cpu: fresh allocations hold a garbage pattern, the host's stand-in for NaN-filling free GPU
 # memory (threat 2). One thread per runner: a parallel region waits for its slowest thread, so
@@ -35,9 +37,23 @@ class RunnerDied(RunnerError):
 
 
 class RunnerProcess:
-    def __init__(self, role: str, device: str, view: sandbox.View, cwd: Path, timeout_s: float):
+    """With `frozen`, the runner's whole sandbox is stopped whenever it is not answering a
+    command (sandbox_freezer): it runs only while the judge waits on it."""
+
+    def __init__(
+        self,
+        role: str,
+        device: str,
+        view: sandbox.View,
+        cwd: Path,
+        timeout_s: float,
+        frozen: bool = False,
+    ):
         self.role = role
         self.timeout_s = timeout_s
+        self.last_wall_ms = 0.0  # the judge's clock around the last command's send and reply
+        self.census: Census | None = None  # what the stopped sandbox held after the last reply
+        self.warm_census: Census | None = None
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # its stdout and stderr, in the worker's memory: a runner that prints without end fills
         # nothing of the host's
@@ -59,18 +75,44 @@ class RunnerProcess:
             child.close()
             self._log.child_started()
         self.channel = Channel(parent)
+        self._freezer = Freezer(sandbox.root_pid(self.proc)) if frozen else None
 
     def call(self, command: str, fds: list[int] | tuple[int, ...] = (), timeout_s=None, **fields):
+        if self._freezer:
+            self._freezer.thaw()
         try:
+            started = time.perf_counter()
             self.channel.send({"command": command, **fields}, fds)
             reply, received = self.channel.receive(timeout_s or self.timeout_s)
+            self.last_wall_ms = (time.perf_counter() - started) * 1e3
         except RunnerGone as gone:
             raise RunnerDied(self.role, self._why(str(gone))) from None
+        self._freeze()
         for fd in received:  # a runner is never trusted with handing the judge memory
             _close(fd)
         if "error" in reply:
             raise RunnerFailed(self.role, "raised " + str(reply["error"])[:600])
         return reply
+
+    def _freeze(self) -> None:
+        if not self._freezer:
+            return
+        try:
+            self.census = self._freezer.freeze()
+        except NotStopped as stuck:
+            sandbox.stop(self.proc)
+            raise RunnerDied(self.role, f"the {self.role} process {stuck}") from None
+
+    def mark_warm(self) -> None:
+        """What the sandbox holds now (thread pools made by a first call included) is what it
+        may hold from here on."""
+        self.warm_census = self.census
+
+    def gained_since_warm(self) -> str | None:
+        """Processes or threads the stopped sandbox holds beyond its warm census, in words."""
+        if self.census is None or self.warm_census is None:
+            return None
+        return self.census.grew_from(self.warm_census)
 
     def _why(self, what: str) -> str:
         try:
@@ -140,7 +182,7 @@ def start_reference(problem_path: Path, device: str, protocol, timeout_s: float 
 def start_candidate(workspace: Path, extension_dir: str, device: str, protocol, timeout_s: float):
     """A fresh candidate runner with ModelNew loaded: it sees the workspace and its extension."""
     view = sandbox.View(readable=(workspace, Path(extension_dir)))
-    runner = RunnerProcess("candidate", device, view, workspace, timeout_s)
+    runner = RunnerProcess("candidate", device, view, workspace, timeout_s, frozen=True)
     try:
         runner.call(
             "load",

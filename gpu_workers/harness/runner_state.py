@@ -1,5 +1,5 @@
 """What a runner holds between the judge's commands, and the commands both roles answer: map
-lent buffers into a slot (`bind`), give them back (`release`), and run a timed batch (`time`)."""
+lent buffers into a slot (`bind`), give them back (`release`), and time one call (`time`)."""
 
 from __future__ import annotations
 
@@ -121,28 +121,29 @@ def copy_outputs(slot: Slot, tensors: list[torch.Tensor], into: str) -> bool:
     return True
 
 
-def time_batch(state: RunnerState, message: dict, fds: list[int]) -> dict:
-    """One call per slot, each after a cache flush and between events; outputs are copied to
-    their buffers after the device is synchronised, outside the timed calls."""
+def deliver_outputs(slot: Slot, out, into: str) -> tuple[list[dict] | None, bool]:
+    """A call's outputs described, and copied into the slot's lent buffers ("lent") or private
+    ones ("sink"): (None, False) when the call returned something that is not tensors."""
+    try:
+        tensors = flatten(out)
+    except TypeError:
+        return None, False
+    copied = copy_outputs(slot, [t.detach() for t in tensors], into)
+    return describe(tensors), copied
+
+
+def time_one(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    """One timed call on one slot's inputs (the judge flushed the caches just before); its
+    outputs are copied to their buffers after the device is synchronised, outside the time."""
     fn = state.functions[message["fn"]]()
-    slots = [state.slots[k] for k in message["slots"]]
+    slot = state.slots[message["slot"]]
     into = message.get("into", "lent")
     with torch.no_grad():
-        times, outs = timing.time_batch(fn, [s.inputs for s in slots], state.device)
-        if into == "none":  # baselines: outputs unused (CUDA-graph ones are overwritten anyway)
-            return {"times_ms": times, "outputs": [None] * len(slots)}
-        described = []
-        for slot, out in zip(slots, outs, strict=True):
-            try:
-                tensors = flatten(out)
-            except TypeError:
-                described.append(None)
-                continue
-            copy_outputs(slot, tensors, into)
-            described.append(describe(tensors))
-        del outs
+        elapsed, out = timing.time_call(fn, slot.inputs, state.device)
+        described, copied = (None, False) if into == "none" else deliver_outputs(slot, out, into)
+        del out
     state.synchronize()
-    return {"times_ms": times, "outputs": described}
+    return {"time_ms": elapsed, "outputs": described, "copied": copied}
 
 
-COMMON: dict[str, Callable] = {"bind": bind, "release": release, "time": time_batch}
+COMMON: dict[str, Callable] = {"bind": bind, "release": release, "time": time_one}

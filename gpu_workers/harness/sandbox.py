@@ -368,6 +368,7 @@ def start(
         os.close(info_write)
         info_write = -1
         init_pid, proc.sandbox_init = _sandbox_init(info_read)
+        proc.sandbox_init_pid = init_pid
         proc.process_watch = (
             ProcessWatch(init_pid, proc.sandbox_init, limits.processes)
             if proc.sandbox_init is not None
@@ -488,6 +489,12 @@ def killed_at_process_limit(proc: subprocess.Popen) -> int | None:
     """The process limit the sandbox was killed for exceeding, or None."""
     watch = getattr(proc, "process_watch", None)
     return watch.limit if watch is not None and watch.tripped else None
+
+
+def root_pid(proc: subprocess.Popen) -> int:
+    """The process at the top of what `proc` runs: the sandbox's init where it is confined
+    (bwrap itself stays outside the namespace), else the child itself."""
+    return getattr(proc, "sandbox_init_pid", 0) or proc.pid
 
 
 def exit_status(returncode: int, confined: bool) -> int:

@@ -11,7 +11,6 @@ cannot be patched by the candidate afterwards.
 
 from __future__ import annotations
 
-import functools
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -58,8 +57,11 @@ class Timing:
         }
 
 
-class _CacheFlusher:
-    """Writes a buffer larger than the last-level cache, so every timed call starts cold."""
+class CacheFlusher:
+    """Writes a buffer larger than the last-level cache, so the next call starts cold. The judge
+    runs one in its own process before every timed call of a runner: nothing the timing depends
+    on lives where a candidate can reach it (a flush inside the candidate's process could be
+    shrunk or skipped by its code)."""
 
     def __init__(self, device: str):
         self.device = device
@@ -72,6 +74,8 @@ class _CacheFlusher:
 
     def __call__(self) -> None:
         self.buffer.fill_(1.0)
+        if self.device == "cuda":
+            _synchronize()  # the flush is done before the runner's call is sent
 
 
 def _time_call_cuda(fn: Callable, args: Sequence) -> tuple[float, float, object]:
@@ -92,38 +96,15 @@ def _time_call_cpu(fn: Callable, args: Sequence) -> tuple[float, float, object]:
     return elapsed, elapsed, out
 
 
-def time_batch(
-    fn: Callable, input_sets: Sequence[Sequence], device: str
-) -> tuple[list[float], list]:
-    """One call per input set, each after a cache flush and between CUDA events (a host timer on
-    cpu); the device is synchronised once, after the last call, so the calls queue back to back
-    as they would in a model. Returns each call's time and output. What a runner times for the
-    judge, whose own clock around the whole batch decides whether these times are believed."""
-    flush = _batch_flusher(device)
-    times, outputs = [], []
-    if device == "cuda":
-        pairs = []
-        for args in input_sets:
-            flush()
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            _record(start)
-            outputs.append(fn(*args))
-            _record(end)
-            pairs.append((start, end))
-        _synchronize()
-        times = [_elapsed_time(start, end) for start, end in pairs]
-    else:
-        for args in input_sets:
-            flush()
-            t0 = _perf_counter()
-            outputs.append(fn(*args))
-            times.append((_perf_counter() - t0) * 1e3)
-    return times, outputs
-
-
-@functools.cache
-def _batch_flusher(device: str) -> _CacheFlusher:
-    return _CacheFlusher(device)
+def time_call(fn: Callable, args: Sequence, device: str) -> tuple[float, object]:
+    """One call between CUDA events (a host timer on cpu), the device synchronised before the
+    time is read; returns its time and output. What a runner times for the judge, which has
+    flushed the caches just before and whose own clock around the command decides whether the
+    time is believed. The device is idle when the call starts, so the time includes what it
+    costs to launch (as KernelBench times it)."""
+    time_one = _time_call_cuda if device == "cuda" else _time_call_cpu
+    elapsed, _, out = time_one(fn, args)
+    return elapsed, out
 
 
 def measure(
@@ -141,7 +122,7 @@ def measure(
     of its last timed call on each input set. Outputs stay alive until the end, so no function
     can pick up another's result from freed memory, and the candidate's can be re-checked."""
     time_call = _time_call_cuda if device == "cuda" else _time_call_cpu
-    flush = _CacheFlusher(device)
+    flush = CacheFlusher(device)
     names = list(fns)
     for name in names:
         for args in input_sets[:warmup] or input_sets:

@@ -85,12 +85,16 @@ def trials(judge: Judge, reference: RunnerProcess, candidate: RunnerProcess) -> 
 
 
 def _trial(judge: Judge, candidate: RunnerProcess, expected, trial: int, result: VerifyResult):
-    """One candidate call on the set in TRIAL_SLOT, judged into `result`."""
+    """One candidate call on the set in TRIAL_SLOT, judged into `result`: the same command and
+    the same checks as a timed call, with the dispatch observer on."""
     lent = judge.lend_to_candidate(candidate, TRIAL_SLOT)
+    label = f"trial {trial}"
     try:
-        reply = candidate.call("trial", slot=TRIAL_SLOT, trial=trial)
+        reply = candidate.call(
+            "time", fn="candidate", slot=TRIAL_SLOT, into="lent", observe=True, label=label
+        )
     except RunnerDied as died:
-        ended = Violation("process_exit", f"trial {trial}: {died}")
+        ended = Violation("process_exit", f"{label}: {died}")
         violations = [*result.violations, ended]
         ended = VerifyResult(
             ok=False, trials=trial, violations=violations, error=str(died), failed_by=CANDIDATE
@@ -99,24 +103,8 @@ def _trial(judge: Judge, candidate: RunnerProcess, expected, trial: int, result:
     except RunnerFailed as failed:
         ended = VerifyResult(ok=False, trials=trial, error=str(failed), failed_by=CANDIDATE)
         raise _Ended(ended) from None
-    result.violations += _claimed_violations(reply)
-    found, abs_err, rel_err = judge_mod.check_outputs(
-        judge, expected, lent, reply, f"trial {trial}"
-    )
+    found, abs_err, rel_err = judge_mod.judge_call(judge, expected, lent, reply, label)
     result.violations += found
     result.max_abs_err = max(result.max_abs_err, abs_err)
     result.max_rel_err = max(result.max_rel_err, rel_err)
-    changed = judge_mod.inputs_changed(lent, expected)
-    result.violations += [
-        Violation("input_mutated", f"trial {trial}: input {i} was modified") for i in changed
-    ]
     result.trials = trial + 1
-
-
-def _claimed_violations(reply: dict) -> list[Violation]:
-    """What the candidate's process reported about itself: only ever a reason to fail."""
-    found = []
-    for item in reply.get("violations") or []:
-        if isinstance(item, dict) and isinstance(item.get("code"), str):
-            found.append(Violation(item["code"][:40], str(item.get("detail", ""))[:500]))
-    return found

@@ -65,6 +65,23 @@ def test_forged_event_times_are_timing_inconsistent(session):
     assert "timing_inconsistent" in codes(verdict["profile"]), verdict["profile"]
 
 
+def test_skipping_every_flush_in_its_process_does_not_pay_for_hidden_work(session):
+    """Issue 29, class 1: the L2 flush runs in the judge's process; the candidate's no-op
+    flushes save it nothing and its forged event times stay inconsistent."""
+    verdict = evaluate(session, "attack_skips_flush")
+    assert verdict["verify"]["ok"], verdict["verify"]
+    assert "timing_inconsistent" in codes(verdict["profile"]), verdict["profile"]
+
+
+def test_torch_work_while_unobserved_is_caught_on_the_timed_calls(session):
+    """Issue 29, class 3: kernel under the observer, torch in place on the input otherwise."""
+    verdict = evaluate(session, "attack_torch_when_unobserved")
+    assert verdict["verify"]["ok"], verdict["verify"]
+    profile = verdict["profile"]
+    assert not profile["ok"], profile
+    assert codes(profile) & {"input_mutated", "output_aliases_input"}, profile
+
+
 def test_work_left_on_a_hidden_side_stream_is_timing_inconsistent(session):
     """A stream from the driver API through dlsym (no scan sees it): the trials wait for the
     device, so the outputs are right; the judge's clock sees the work the events miss."""

@@ -132,6 +132,27 @@ def test_forged_times_from_native_code_are_timing_inconsistent(session):
     assert "longer on the judge's clock" in detail
 
 
+def test_skipping_every_flush_in_its_process_does_not_pay_for_hidden_work(session):
+    """Issue 29, class 1: the flushes live in the judge's process, so making every flush in its
+    own a no-op saves the forger nothing, and the 5 ms it hides per call stay on the judge's
+    clock (a flush inside the runner once paid for them)."""
+    verdict = evaluate(session, "attack_skips_flush")
+    assert verdict["verify"]["ok"], verdict["verify"]
+    profile = verdict["profile"]
+    assert not profile["ok"] and "timing_inconsistent" in codes(profile), profile
+
+
+def test_torch_work_while_unobserved_is_caught_on_the_timed_calls(session):
+    """Issue 29, class 3: its kernel runs while the dispatch observer watches (every trial),
+    torch in place on the input when it does not; every timed call is judged like a trial, its
+    inputs compared from outside."""
+    verdict = evaluate(session, "attack_torch_when_unobserved")
+    assert verdict["verify"]["ok"], verdict["verify"]  # known-bad: the trials alone pass it
+    profile = verdict["profile"]
+    assert not profile["ok"], profile
+    assert codes(profile) & {"input_mutated", "output_aliases_input"}, profile
+
+
 # ---- references and seeds ----------------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ def reference(tmp_path):
 
 
 def _time(runner, slot):
-    return runner.call("time", fn="eager", slots=[slot], into="none")
+    return runner.call("time", fn="eager", slot=slot, into="none")
 
 
 def test_a_released_slot_is_unmapped_in_the_runner(reference):
@@ -30,12 +30,12 @@ def test_a_released_slot_is_unmapped_in_the_runner(reference):
     kept, released = judge_mod.TIMING_SLOTS[:2]
     for slot in (kept, released):
         judge.make_set(reference, slot, seed=7)
-        assert _time(reference, slot)["times_ms"]  # known-good: a bound slot runs
+        assert _time(reference, slot)["time_ms"] >= 0  # known-good: a bound slot runs
     judge.release(released)
     assert released not in judge.reference_sets
     with pytest.raises(RunnerFailed):
         _time(reference, released)
-    assert _time(reference, kept)["times_ms"]  # the other slots stay bound
+    assert _time(reference, kept)["time_ms"] >= 0  # the other slots stay bound
     judge.free()
 
 
