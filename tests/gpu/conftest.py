@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import fcntl
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
-from gpu_workers.harness import compile, workspace
+from gpu_workers.harness import compile, settings, workspace
 from tests.conftest import FIXTURES, candidate_dir
 
 if not torch.cuda.is_available():
@@ -18,7 +19,9 @@ if not torch.cuda.is_available():
 @pytest.fixture(scope="session", autouse=True)
 def prebuilt_cuda_candidates(tmp_path_factory):
     """Builds every cuda candidate at once (ninja per candidate, in parallel), so the tests that
-    follow hit the content-addressed cache instead of compiling one after another."""
+    follow hit the content-addressed cache instead of compiling one after another. Under
+    pytest-xdist every worker asks; one builds under a file lock while the others wait, then
+    find everything cached."""
     names = sorted(p.name for p in (FIXTURES / "candidates" / "cuda").iterdir())
     root = tmp_path_factory.mktemp("prebuild")
 
@@ -27,5 +30,9 @@ def prebuilt_cuda_candidates(tmp_path_factory):
         workspace.copy_candidate(ws, candidate_dir("cuda", name))
         return name, compile.build(ws, "cuda")
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return dict(pool.map(build, names))
+    lock_dir = settings.cache_dir() / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / "prebuild.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return dict(pool.map(build, names))
