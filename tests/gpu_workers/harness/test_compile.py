@@ -1,12 +1,14 @@
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
-from gpu_workers.harness import compile, settings, workspace
+from gpu_workers.harness import compile, compile_cache, settings, workspace
 from tests.conftest import candidate_dir
 
 
@@ -189,3 +191,23 @@ def test_an_included_file_that_is_gone_or_now_shadowed_is_a_miss(tmp_path):
     (ws.root / "kernels" / "relu_scale_impl.cpp").unlink()
     gone = compile.build(ws, "cpu")
     assert not gone.ok and "relu_scale_impl.cpp" in gone.log
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_nvccs_dependency_file_names_the_included_cu_file(tmp_path):
+    """The cuda target's compiles (compile only: no GPU needed) report what they read as g++'s
+    do: the included .cu file, the workspace header, not the toolchain's headers."""
+    root = tmp_path / "ws"
+    shutil.copytree(candidate_dir("cuda", "attack_stale_include"), root)
+    (root / "binding_registry.h").write_text("#pragma once\n")
+    source = root / "kernels" / "relu_scale.cu"
+    source.write_text('#include "../binding_registry.h"\n' + source.read_text())
+    obj = tmp_path / "build dir" / "relu_scale.o"  # a space, escaped in the .d file
+    obj.parent.mkdir()
+    argv = ["nvcc", "-std=c++17", f"-I{root}", "-MD", "-MF", f"{obj}.d", "-c", str(source)]
+    subprocess.run([*argv, "-o", str(obj)], check=True, capture_output=True, timeout=300)
+    files = compile_cache.snapshot(root)
+    found = compile_cache.dependencies(Path(f"{obj}.d"), obj, root, files)
+    assert found == ["binding_registry.h", "kernels/relu_scale.cu", "kernels/relu_scale_impl.cu"]
+    del files["kernels/relu_scale_impl.cu"]  # known-bad: a file it read that the snapshot lacks
+    assert compile_cache.dependencies(Path(f"{obj}.d"), obj, root, files) is None
