@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.workspace import Workspace
+from gpu_workers.harness.vocabulary import sources_digest
 
 MAX_READ_LINES = 400
 MAX_READ_CHARS = 16_000
@@ -173,12 +174,14 @@ def _compile(workspace: Workspace) -> ToolResult:
 
 
 def _verify(workspace: Workspace) -> ToolResult:
-    verdict = workspace.verify()
+    # the sources it judged (the loop writes nothing while a tool runs): a bundle that
+    # downloads is built only from sources of this digest (webapp/runs/bundle.py)
+    verdict = {**workspace.verify(), "sources_digest": sources_digest(workspace.sources())}
     return ToolResult(summarise_verify(verdict), ok=bool(verdict.get("ok")), verdict=verdict)
 
 
 def _profile(workspace: Workspace) -> ToolResult:
-    verdict = workspace.profile()
+    verdict = {**workspace.profile(), "sources_digest": sources_digest(workspace.sources())}
     return ToolResult(summarise_profile(verdict), ok=bool(verdict.get("ok")), verdict=verdict)
 
 

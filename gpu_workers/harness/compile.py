@@ -1,11 +1,12 @@
 """Builds binding.cpp plus kernels/ into one extension module (`kernel_ext`) with ninja.
 
-Objects are cached by content (source, every workspace header, flags, toolchain), so an unchanged
-workspace never rebuilds, a change to one .cu recompiles that file alone, and candidates that share
-a binding file share its object; a C++ file that includes torch compiles against a precompiled
-prelude of its headers (precompiled_header). The compiler runs in the sandbox, since sources are
-untrusted: it sees the toolchain, the workspace and the cached objects it links, so an #include
-of any other file (the harness, the cache, another run) fails.
+Objects are cached by everything the compiler read (compile_cache: the source, every workspace
+file it included, the workspace's file list, flags, toolchain), so an unchanged workspace never
+rebuilds, a change to one .cu recompiles that file and what includes it, and candidates that
+share a binding file (and what it reads) share its object; a C++ file that includes torch
+compiles against a precompiled prelude of its headers (precompiled_header). The compiler runs in
+the sandbox, since sources are untrusted: it sees the toolchain, the workspace and the cached
+objects it links, so an #include of any other file (the harness, the cache, another run) fails.
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ import shutil
 import sysconfig
 import tempfile
 import time
+import uuid
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_workers.harness import environment, precompiled_header, sandbox, settings
+from gpu_workers.harness import compile_cache, environment, precompiled_header, sandbox, settings
 from gpu_workers.harness.workspace import Workspace
 
 LIBRARY_FILE = f"{settings.EXTENSION_NAME}.so"
-_HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
 
 
 @dataclass
@@ -143,13 +144,35 @@ def _arch_flags() -> list[str]:
     return [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
 
 
-def _object_key(chain: Toolchain, rel: str, text: str, headers: str) -> str:
-    return _sha(chain.digest(), rel, text, headers)
+def _source_key(chain: Toolchain, rel: str, text: str) -> str:
+    """What finds a source's manifest; its object's key adds what it included (compile_cache)."""
+    return _sha(chain.digest(), rel, text)
 
 
-def _headers_digest(ws: Workspace) -> str:
-    files = [ws.root / "binding_registry.h", *ws.kernel_files(*_HEADER_SUFFIXES)]
-    return _sha(*(f"{p.name}\n{p.read_text()}" for p in files))
+@dataclass
+class _Plan:
+    """One build: each source's first key, the objects already cached, the workspace's files."""
+
+    first_keys: dict[Path, str]
+    cached: dict[Path, str]
+    files: compile_cache.Snapshot
+
+    def pending(self) -> list[Path]:
+        return [src for src in self.first_keys if src not in self.cached]
+
+
+def _plan(ws: Workspace, device: str, chain: Toolchain) -> _Plan:
+    files = compile_cache.snapshot(ws.root)
+    first_keys = {
+        src: _source_key(chain, src.relative_to(ws.root).as_posix(), src.read_text())
+        for src in _sources(ws, device)
+    }
+    cached = {src: compile_cache.lookup(key, files) for src, key in first_keys.items()}
+    return _Plan(first_keys, {src: key for src, key in cached.items() if key}, files)
+
+
+def _extension_dir(chain: Toolchain, object_keys) -> Path:
+    return settings.cache_dir() / "extensions" / _sha(chain.digest(), *sorted(object_keys))
 
 
 def _sources(ws: Workspace, device: str) -> list[Path]:
@@ -167,15 +190,12 @@ def build(ws: Workspace, device: str) -> CompileResult:
             "kernels/ is empty: write kernels/<op>.cpp/.cu and kernels/<op>_binding.cpp first",
         )
     chain = toolchain(device)
-    headers = _headers_digest(ws)
-    objects = {
-        src: _object_key(chain, src.relative_to(ws.root).as_posix(), src.read_text(), headers)
-        for src in _sources(ws, device)
-    }
-    ext_dir = settings.cache_dir() / "extensions" / _sha(chain.digest(), *sorted(objects.values()))
-    if (ext_dir / LIBRARY_FILE).is_file():
-        return CompileResult(True, time.monotonic() - started, True, "", str(ext_dir))
-    log = _link(ws, device, chain, objects, ext_dir)
+    plan = _plan(ws, device, chain)
+    if not plan.pending():
+        ext_dir = _extension_dir(chain, plan.cached.values())
+        if (ext_dir / LIBRARY_FILE).is_file():
+            return CompileResult(True, time.monotonic() - started, True, "", str(ext_dir))
+    log, ext_dir = _link(ws, device, chain, plan)
     seconds = time.monotonic() - started
     if log is not None:
         return CompileResult(False, seconds, False, trim_log(log, ws.root))
@@ -190,29 +210,26 @@ def _memory_per_job(jobs: int) -> int:
     return max(2 << 30, min(16 << 30, total // (jobs + 1)))
 
 
-def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path) -> str | None:
-    """Compiles the missing objects and links; returns the compiler's log on failure. The
-    compiler sees the workspace and the cached objects it links, read-only, and writes only a
-    private build folder outside the cache; this process publishes what it made."""
-    object_dir = settings.cache_dir() / "objects"
-    object_dir.mkdir(exist_ok=True)
-    cached = {key: object_dir / f"{key}.o" for key in set(objects.values())}
-    cached = {key: path for key, path in cached.items() if path.is_file()}
-    jobs = os.cpu_count() or 1
-    prelude = _prelude(device, chain, objects, cached, _memory_per_job(jobs))
+def _link(ws, device, chain: Toolchain, plan: _Plan) -> tuple[str | None, Path | None]:
+    """Compiles the missing objects and links; the compiler's log on failure, else the
+    extension's folder. The compiler sees the workspace and the cached objects it links,
+    read-only, and writes only a private build folder outside the cache; this process publishes
+    what it made."""
+    (settings.cache_dir() / "objects").mkdir(exist_ok=True)
+    prelude = _prelude(device, chain, plan, _memory_per_job(os.cpu_count() or 1))
     build_dir = Path(tempfile.mkdtemp(prefix="kernelarena-build-"))
     try:
-        log = _ninja(ws.root, device, chain, (objects, cached), build_dir, prelude)
+        log = _ninja(ws.root, device, chain, plan, build_dir, prelude)
         if log is not None and prelude and precompiled_header.refused(log):
             # a .gch this compiler cannot read must cost time, never the build; given up
             # only when the build works without it, so no source can switch it off
-            refusal, log = log, _ninja(ws.root, device, chain, (objects, cached), build_dir, None)
+            refusal, log = log, _ninja(ws.root, device, chain, plan, build_dir, None)
             if log is None:
                 precompiled_header.give_up(chain.digest(), refusal)
         if log is not None:
-            return log
-        for fresh in build_dir.glob("obj/*.o"):
-            _publish(fresh, object_dir / fresh.name)
+            return log, None
+        fresh = _publish_objects(ws.root, plan, build_dir)
+        ext_dir = _extension_dir(chain, [*plan.cached.values(), *fresh.values()])
         ext_dir.parent.mkdir(exist_ok=True)
         staged = Path(tempfile.mkdtemp(prefix="ext-", dir=ext_dir.parent))
         _publish(build_dir / LIBRARY_FILE, staged / LIBRARY_FILE)
@@ -220,24 +237,47 @@ def _link(ws, device, chain: Toolchain, objects: dict[Path, str], ext_dir: Path)
             os.rename(staged, ext_dir)
         except OSError:  # another process published the same extension first
             shutil.rmtree(staged, ignore_errors=True)
-        return None
+        return None, ext_dir
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)
 
 
-def _ninja(root, device, chain, sources, build_dir: Path, prelude: Path | None) -> str | None:
+def _publish_objects(root: Path, plan: _Plan, build_dir: Path) -> dict[Path, str]:
+    """Each new object's key, published under it with its dependency list. An object whose
+    dependencies are not known for sure (no usable .d file, or the workspace changed while it
+    compiled) gets a key of its own: this build links it, no other build finds it."""
+    unchanged = compile_cache.snapshot(root) == plan.files
+    keys = {}
+    for src in plan.pending():
+        first_key = plan.first_keys[src]
+        built = _built_object(build_dir, first_key)
+        found = compile_cache.dependencies(Path(f"{built}.d"), built, root, plan.files)
+        complete = unchanged and found and src.relative_to(root).as_posix() in found
+        key = complete and compile_cache.object_key(first_key, found, plan.files)
+        if not key:
+            keys[src] = f"unshared-{uuid.uuid4().hex}"
+            continue
+        _publish(built, compile_cache.object_path(key))
+        compile_cache.remember(first_key, found)
+        keys[src] = key
+    return keys
+
+
+def _built_object(build_dir: Path, first_key: str) -> Path:
+    return build_dir / "obj" / f"{first_key}.o"
+
+
+def _ninja(root, device, chain, plan: _Plan, build_dir: Path, prelude: Path | None) -> str | None:
     """Runs the build in the sandbox; the compiler's log on failure."""
-    objects, cached = sources
-    (build_dir / "build.ninja").write_text(
-        _ninja_file(root, chain, objects, cached, build_dir, prelude)
-    )
+    (build_dir / "build.ninja").write_text(_ninja_file(root, chain, plan, build_dir, prelude))
     jobs = os.cpu_count() or 1
+    cached = [compile_cache.object_path(key) for key in plan.cached.values()]
     result = sandbox.run(
         ["ninja", "-C", str(build_dir), f"-j{jobs}"],
         cwd=root,
         device=device,
         view=sandbox.View(
-            readable=(root, *cached.values(), *([prelude.parent] if prelude else [])),
+            readable=(root, *cached, *([prelude.parent] if prelude else [])),
             writable=(build_dir,),
         ),
         limits=sandbox.Limits(
@@ -248,9 +288,9 @@ def _ninja(root, device, chain, sources, build_dir: Path, prelude: Path | None) 
     return None if result.ok else result.stdout + result.stderr + (result.failure() or "")
 
 
-def _prelude(device, chain: Toolchain, objects, cached, memory: int) -> Path | None:
+def _prelude(device, chain: Toolchain, plan: _Plan, memory: int) -> Path | None:
     """The precompiled torch prelude, where a C++ file still to compile includes torch."""
-    pending = [src for src, key in objects.items() if key not in cached and src.suffix == ".cpp"]
+    pending = [src for src in plan.pending() if src.suffix == ".cpp"]
     if not any(precompiled_header.uses_torch(src.read_text()) for src in pending):
         return None
     return precompiled_header.prelude(chain.cxx, chain.cflags, chain.digest(), device, memory)
@@ -265,13 +305,10 @@ def _publish(source: Path, target: Path) -> None:
 
 
 def _ninja_file(
-    root: Path,
-    chain: Toolchain,
-    objects: dict[Path, str],
-    cached: dict[str, Path],
-    build_dir: Path,
-    prelude: Path | None,
+    root: Path, chain: Toolchain, plan: _Plan, build_dir: Path, prelude: Path | None
 ) -> str:
+    """Each compile also writes the files it read (-MD -MF, g++ and nvcc alike) beside its
+    object, into the build folder, for compile_cache."""
     q = _ninja_quote
     lines = [
         "ninja_required_version = 1.3",
@@ -280,7 +317,7 @@ def _ninja_file(
         f"ldflags = {' '.join(chain.ldflags)}",
         f"workspace = -I{q(root)}",
         "rule cxx",
-        "  command = $cxx $cflags $workspace $prelude -c $in -o $out",
+        "  command = $cxx $cflags $workspace $prelude -MD -MF $out.d -c $in -o $out",
         "  description = compile $in",
         "rule link",
         "  command = $cxx $in $ldflags -o $out",
@@ -290,16 +327,16 @@ def _ninja_file(
             f"nvcc = {chain.nvcc}",
             f"cuda_flags = {' '.join(chain.cuda_flags)}",
             "rule nvcc",
-            "  command = $nvcc $cuda_flags $workspace -c $in -o $out",
+            "  command = $nvcc $cuda_flags $workspace -MD -MF $out.d -c $in -o $out",
             "  description = compile $in",
         ]
     inputs = []
-    for src, key in objects.items():
-        if key in cached:
-            inputs.append(str(cached[key]))
+    for src, first_key in plan.first_keys.items():
+        if src in plan.cached:
+            inputs.append(str(compile_cache.object_path(plan.cached[src])))
             continue
         rule = "nvcc" if src.suffix == ".cu" else "cxx"
-        out = build_dir / "obj" / f"{key}.o"
+        out = _built_object(build_dir, first_key)
         lines.append(f"build {q(out)}: {rule} {q(src)}")
         if rule == "cxx" and prelude and precompiled_header.uses_torch(src.read_text()):
             lines.append(f"  prelude = -include {q(prelude)}")

@@ -306,3 +306,30 @@ def test_the_cli_exits_1_with_the_verdict(name):
 def test_the_worker_still_serves_after_the_attacks(session):
     verdict = evaluate(session, "good_relu_scale")
     assert verdict["verify"]["ok"] and verdict["profile"]["candidate_ms"] > 0
+
+
+# ---- a compile cache that could serve the wrong binary ---------------------------------------
+
+PUBLISHED_IMPL = """static __device__ __forceinline__ float relu_scale_one(float v, float scale) {
+  return fmaxf(v, 0.0f) * scale;
+}
+"""
+
+
+def test_a_fork_that_edits_only_an_included_cu_file_fails_verify(session):
+    """attack_stale_include: relu_scale.cu is byte-identical to the published solution's and
+    #includes relu_scale_impl.cu; the fork changed only that file, to write zeros. It must be
+    judged on its own binary, so it fails where the published one passed."""
+    submit(session, "attack_stale_include")
+    fork_impl = session.read_file("kernels/relu_scale_impl.cu")
+    source = session.workspace.root / "kernels" / "relu_scale.cu"
+    source.write_text(source.read_text() + f"\n// {uuid.uuid4()}\n")  # compiled afresh below
+    session.write_file("kernels/relu_scale_impl.cu", PUBLISHED_IMPL)
+    published = session._compile_result()
+    assert published.ok, published.log
+    assert session.verify()["ok"]  # known-good: the published solution
+    session.write_file("kernels/relu_scale_impl.cu", fork_impl)
+    fork = session._compile_result()
+    assert fork.ok and not fork.cached and fork.extension_dir != published.extension_dir
+    result = session.verify()
+    assert not result["ok"] and "mismatch" in codes(result), result

@@ -17,7 +17,12 @@ from pathlib import Path, PurePosixPath
 from django.conf import settings
 from django.http import HttpResponse
 
-from gpu_workers.harness.vocabulary import PROTOCOL_NAMES, PROTOCOL_TOLERANCES, device_for
+from gpu_workers.harness.vocabulary import (
+    PROTOCOL_NAMES,
+    PROTOCOL_TOLERANCES,
+    device_for,
+    sources_digest,
+)
 from webapp.runs.models import Candidate, EventKind, Run
 
 FORMAT = "kernelarena.bundle/1"
@@ -215,8 +220,29 @@ def _write(archive: zipfile.ZipFile, path: str, text: str, mode: int = 0o644) ->
     archive.writestr(info, text.encode())
 
 
+class NotTheJudgedSources(ValueError):
+    """The candidate's stored sources are not those its verify verdict judged."""
+
+
+def check_judged(candidate: Candidate) -> None:
+    """Refuses sources whose digest differs from the one the verify or profile verdict recorded
+    (agent/tools.py stamps it; a verdict from before it did has none to compare)."""
+    verdict = _verdict(candidate)
+    stored = candidate.sources if isinstance(candidate.sources, dict) else {}
+    digest = sources_digest(stored)
+    for step in ("verify", "profile"):
+        judged = _section(verdict, step).get("sources_digest")
+        if judged is not None and judged != digest:
+            raise NotTheJudgedSources(
+                f"candidate {candidate.seq} of run {candidate.run_id}: its sources (digest "
+                f"{digest[:12]}) are not the ones its {step} verdict judged ({str(judged)[:12]}); "
+                "no bundle is built from them"
+            )
+
+
 def build_bundle(candidate: Candidate) -> bytes:
-    """The zip of a candidate, ready to download."""
+    """The zip of a candidate, ready to download, from the very sources that were judged."""
+    check_judged(candidate)
     run = candidate.run
     target = device_for(run.gpu_type)
     sources = candidate_files(candidate)
@@ -239,7 +265,12 @@ def build_bundle(candidate: Candidate) -> bytes:
 
 
 def bundle_response(candidate: Candidate) -> HttpResponse:
-    """The zip as a download, for the page and the API alike."""
-    response = HttpResponse(build_bundle(candidate), content_type="application/zip")
+    """The zip as a download, for the page and the API alike; 409 with the reason for sources
+    that were not the judged ones."""
+    try:
+        data = build_bundle(candidate)
+    except NotTheJudgedSources as refused:
+        return HttpResponse(str(refused), status=409, content_type="text/plain")
+    response = HttpResponse(data, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{bundle_filename(candidate)}"'
     return response

@@ -1,9 +1,14 @@
+import ast
 import os
+import shutil
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
-from gpu_workers.harness import compile, settings, workspace
+from gpu_workers.harness import compile, compile_cache, settings, workspace
 from tests.conftest import candidate_dir
 
 
@@ -86,3 +91,123 @@ def test_a_compiler_may_map_its_share_of_the_machines_memory():
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     share = compile._memory_per_job(os.cpu_count() or 1)
     assert 2 << 30 <= share <= 16 << 30 and share < total
+
+
+# ---- a cache that could serve the wrong binary (docs/verification.md, row 13) -------------------
+
+PUBLISHED_IMPL = """static inline float relu_scale_one(float v, float scale) {
+  return (v > 0.0f ? v : 0.0f) * scale;
+}
+"""
+RELU_SCALE_OF = """import sys, torch
+sys.path.insert(0, sys.argv[1])
+import kernel_ext
+print(kernel_ext.relu_scale_forward(torch.tensor([-1.0, 2.0]), 1.5).tolist())
+"""
+
+
+def relu_scale_of(built: compile.CompileResult) -> list[float]:
+    """What the built extension computes for relu([-1, 2]) * 1.5, in a process of its own (two
+    extensions of one name do not load into one process)."""
+    shown = subprocess.run(
+        [sys.executable, "-c", RELU_SCALE_OF, built.extension_dir],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return ast.literal_eval(shown.stdout.strip())
+
+
+def unique(ws, rel: str) -> None:
+    """Appends a comment no earlier run wrote, so the first build below compiles this file."""
+    (ws.root / rel).write_text((ws.root / rel).read_text() + f"\n// {uuid.uuid4()}\n")
+
+
+def test_a_fork_that_edits_only_an_included_source_gets_its_own_binary(tmp_path):
+    """attack_stale_include: relu_scale.cpp is byte-identical to the published solution's and
+    #includes relu_scale_impl.cpp, a non-header file; the fork changed only that file, to write
+    zeros. Its build must compile it afresh and compute zeros, so verification fails."""
+    ws = workspace.create(tmp_path / "ws", "class Model: ...", "cpu")
+    workspace.copy_candidate(ws, candidate_dir("cpu", "attack_stale_include"))
+    unique(ws, "kernels/relu_scale.cpp")
+    fork_impl = ws.read_file("kernels/relu_scale_impl.cpp")
+    ws.write_file("kernels/relu_scale_impl.cpp", PUBLISHED_IMPL)
+    published = compile.build(ws, "cpu")
+    assert published.ok, published.log
+    assert relu_scale_of(published) == [0.0, 3.0]
+    ws.write_file("kernels/relu_scale_impl.cpp", fork_impl)
+    fork = compile.build(ws, "cpu")
+    assert fork.ok and not fork.cached, fork.log
+    assert fork.extension_dir != published.extension_dir
+    assert relu_scale_of(fork) == [0.0, 0.0]  # the fork's own (wrong) code: verify fails
+    ws.write_file("kernels/relu_scale_impl.cpp", PUBLISHED_IMPL)
+    again = compile.build(ws, "cpu")  # known-good: the published sources are a cache hit again
+    assert again.cached and again.extension_dir == published.extension_dir
+
+
+@pytest.mark.parametrize("included", ["relu_scale_impl.inc", "relu_scale_impl.cu", "sub/impl.h"])
+def test_every_file_the_compiler_read_is_in_the_key(tmp_path, included):
+    """Any file of the workspace that a source #includes counts, whatever its suffix or folder
+    (a subfolder is written here directly: an agent's write_file makes none)."""
+    ws = workspace.create(tmp_path / "ws", "class Model: ...", "cpu")
+    workspace.copy_candidate(ws, candidate_dir("cpu", "attack_stale_include"))
+    source = ws.root / "kernels" / "relu_scale.cpp"
+    source.write_text(source.read_text().replace("relu_scale_impl.cpp", included))
+    (ws.root / "kernels" / "relu_scale_impl.cpp").unlink()
+    impl = ws.root / "kernels" / included
+    impl.parent.mkdir(exist_ok=True)
+    impl.write_text(PUBLISHED_IMPL)
+    unique(ws, "kernels/relu_scale.cpp")
+    published = compile.build(ws, "cpu")
+    assert published.ok and relu_scale_of(published) == [0.0, 3.0], published.log
+    impl.write_text(PUBLISHED_IMPL.replace("(v > 0.0f ? v : 0.0f) * scale", "0.0f * v * scale"))
+    fork = compile.build(ws, "cpu")
+    assert fork.ok and not fork.cached, fork.log
+    assert relu_scale_of(fork) == [0.0, 0.0]
+
+
+def test_an_included_file_that_is_gone_or_now_shadowed_is_a_miss(tmp_path):
+    """The object's include resolving to another file, or a file now present that the source
+    only asked about (__has_include), must rebuild it; a missing one must fail the build."""
+    ws = workspace.create(tmp_path / "ws", "class Model: ...", "cpu")
+    workspace.copy_candidate(ws, candidate_dir("cpu", "attack_stale_include"))
+    source = ws.root / "kernels" / "relu_scale.cpp"
+    optional = (
+        '#if __has_include("zero.h")\n#include "zero.h"\n'
+        '#else\n#include "relu_scale_impl.cpp"\n#endif\n'
+    )
+    source.write_text(source.read_text().replace('#include "relu_scale_impl.cpp"\n', optional))
+    ws.write_file("kernels/relu_scale_impl.cpp", PUBLISHED_IMPL)
+    unique(ws, "kernels/relu_scale.cpp")
+    published = compile.build(ws, "cpu")
+    assert published.ok and relu_scale_of(published) == [0.0, 3.0], published.log
+    zero = PUBLISHED_IMPL.replace("(v > 0.0f ? v : 0.0f) * scale", "0.0f * v * scale")
+    ws.write_file("kernels/zero.h", zero)
+    shadowed = compile.build(ws, "cpu")
+    assert shadowed.ok and not shadowed.cached, shadowed.log
+    assert relu_scale_of(shadowed) == [0.0, 0.0]
+    (ws.root / "kernels" / "zero.h").unlink()
+    (ws.root / "kernels" / "relu_scale_impl.cpp").unlink()
+    gone = compile.build(ws, "cpu")
+    assert not gone.ok and "relu_scale_impl.cpp" in gone.log
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_nvccs_dependency_file_names_the_included_cu_file(tmp_path):
+    """The cuda target's compiles (compile only: no GPU needed) report what they read as g++'s
+    do: the included .cu file, the workspace header, not the toolchain's headers."""
+    root = tmp_path / "ws"
+    shutil.copytree(candidate_dir("cuda", "attack_stale_include"), root)
+    (root / "binding_registry.h").write_text("#pragma once\n")
+    source = root / "kernels" / "relu_scale.cu"
+    source.write_text('#include "../binding_registry.h"\n' + source.read_text())
+    obj = tmp_path / "build dir" / "relu_scale.o"  # a space, escaped in the .d file
+    obj.parent.mkdir()
+    argv = ["nvcc", "-std=c++17", f"-I{root}", "-MD", "-MF", f"{obj}.d", "-c", str(source)]
+    subprocess.run([*argv, "-o", str(obj)], check=True, capture_output=True, timeout=300)
+    files = compile_cache.snapshot(root)
+    found = compile_cache.dependencies(Path(f"{obj}.d"), obj, root, files)
+    assert found == ["binding_registry.h", "kernels/relu_scale.cu", "kernels/relu_scale_impl.cu"]
+    del files["kernels/relu_scale_impl.cu"]  # known-bad: a file it read that the snapshot lacks
+    assert compile_cache.dependencies(Path(f"{obj}.d"), obj, root, files) is None

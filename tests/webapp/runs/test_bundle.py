@@ -13,9 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from gpu_workers.harness.vocabulary import sources_digest
 from tests.conftest import candidate_dir
 from tests.webapp.conftest import make_problem, make_run
-from webapp.runs.bundle import build_bundle, bundle_filename, safe_source_path
+from webapp.runs.bundle import (
+    NotTheJudgedSources,
+    build_bundle,
+    bundle_filename,
+    bundle_response,
+    safe_source_path,
+)
 from webapp.runs.models import Candidate, EventKind, TraceEvent
 
 REPO = Path(__file__).resolve().parents[3]
@@ -224,3 +231,28 @@ def test_it_fails_with_status_2_when_the_build_fails(run, tmp_path):
     done = run_build(folder, "--verify", "--device", "cpu")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "building kernel_ext failed" in done.stderr and "scal" in done.stderr
+
+
+def judged(name: str) -> dict:
+    """VERDICT as agent/tools.py records it: stamped with the digest of the judged sources."""
+    digest = sources_digest(fixture_sources(name))
+    return {
+        **VERDICT,
+        "verify": {**VERDICT["verify"], "sources_digest": digest},
+        "profile": {**VERDICT["profile"], "sources_digest": digest},
+    }
+
+
+def test_it_builds_only_from_the_sources_that_were_judged(run):
+    good = make_candidate(
+        run, "good_relu_scale", seq=1, verified=True, verdict=judged("good_relu_scale")
+    )
+    assert build_bundle(good)  # the judged sources themselves
+    # known-bad: the verdict of good_relu_scale over the sources of wrong_result
+    swapped = make_candidate(
+        run, "wrong_result", seq=2, verified=True, verdict=judged("good_relu_scale")
+    )
+    with pytest.raises(NotTheJudgedSources, match="not the ones its verify verdict judged"):
+        build_bundle(swapped)
+    response = bundle_response(swapped)
+    assert response.status_code == 409 and b"no bundle is built" in response.content
