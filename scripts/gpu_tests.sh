@@ -23,6 +23,7 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 WORKERS=${GPU_TEST_WORKERS:-6}
 PARALLEL=()
 if [ "$WORKERS" -gt 0 ] && python3 -c 'import xdist' 2>/dev/null; then PARALLEL=(-n "$WORKERS"); fi
+export GPU_TEST_LOG="$OUT/gpu-test-times.log"
 started=$(date +%s)
 status=0
 python3 -m pytest tests/gpu -q -p no:cacheprovider -p no:django --durations=30 "${PARALLEL[@]}" "$@" 2>&1 \

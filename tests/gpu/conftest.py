@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -36,3 +37,15 @@ def prebuilt_cuda_candidates(tmp_path_factory):
         fcntl.flock(lock, fcntl.LOCK_EX)
         with ThreadPoolExecutor(max_workers=8) as pool:
             return dict(pool.map(build, names))
+
+
+def pytest_runtest_logreport(report):
+    """Each test's phases and seconds, appended as they end to $GPU_TEST_LOG (scripts/
+    gpu_tests.sh sets it): a run cut off at the device's time limit still shows where its time
+    went, which --durations prints only at the end."""
+    path = os.environ.get("GPU_TEST_LOG")
+    if path and (report.when == "call" or report.outcome != "passed"):
+        with open(path, "a") as log:
+            log.write(
+                f"{report.outcome:7} {report.duration:7.1f} s  {report.when:8} {report.nodeid}\n"
+            )
