@@ -8,7 +8,7 @@ import signal
 import socket
 from pathlib import Path
 
-from gpu_workers.harness import sandbox
+from gpu_workers.harness import runner_replies, sandbox
 from gpu_workers.harness.channel import NO_ANSWER, Channel, RunnerGone
 from gpu_workers.harness.child_output import OutputTail
 
@@ -68,6 +68,12 @@ class RunnerProcess:
             raise RunnerDied(self.role, self._why(str(gone))) from None
         for fd in received:  # a runner is never trusted with handing the judge memory
             _close(fd)
+        try:
+            runner_replies.check(command, fields, reply)
+        except runner_replies.BadReply as bad:  # its own code rewrote the reply: it is done
+            sandbox.stop(self.proc)
+            why = f"the {self.role} process broke the protocol (reply to {command}: {bad})"
+            raise RunnerDied(self.role, why) from None
         if "error" in reply:
             raise RunnerFailed(self.role, "raised " + str(reply["error"])[:600])
         return reply
