@@ -2,7 +2,9 @@
 descriptors (shared memory on the cpu target) passed beside them.
 
 JSON, never pickle: the judge reads what an untrusted process wrote, and unpickling runs code.
-A message is bounded in size, and a peer that closes, stalls or sends garbage is a RunnerGone.
+A message is bounded in size and in depth, and a peer that closes, stalls or sends garbage is a
+RunnerGone. What a well-formed message says is checked by its reader (runner_replies.py for the
+judge).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import time
 
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_FDS = 64
+# Nesting a message may have: the judge's deepest (a bind's buffer handles) is 4 levels. Checked
+# after decoding without recursion, so no later reader (str(), a comparison) recurses deeper.
+MAX_DEPTH = 32
 _HEADER = struct.Struct("!I")
 NO_ANSWER = "no answer in time"
 
@@ -56,13 +61,10 @@ class Channel:
         body, more = self._read(size, deadline, with_fds=True)
         fds += more
         try:
-            message = json.loads(body)
-        except ValueError:
+            message = decode(body)
+        except RunnerGone:
             _close_all(fds)
-            raise RunnerGone("a message that is not JSON") from None
-        if not isinstance(message, dict):
-            _close_all(fds)
-            raise RunnerGone("a message that is not a JSON object")
+            raise
         return message, fds
 
     def _read(self, size: int, deadline: float | None, with_fds: bool) -> tuple[bytes, list[int]]:
@@ -90,6 +92,55 @@ class Channel:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def decode(body: bytes) -> dict:
+    """One message's JSON object. NaN and Infinity literals decode as floats (json.dumps writes
+    them for a problem's NaN scalar input); readers reject them where a number must be finite."""
+    try:
+        message = json.loads(body, object_pairs_hook=_without_duplicate_keys)
+    except RecursionError:  # the C decoder recurses once per level
+        raise RunnerGone(f"a message nested deeper than {MAX_DEPTH} levels") from None
+    except _DuplicateKey as duplicate:
+        raise RunnerGone(f"a message with the key {duplicate} twice") from None
+    except ValueError:  # includes integers of more than 4300 digits
+        raise RunnerGone("a message that is not JSON") from None
+    if not isinstance(message, dict):
+        raise RunnerGone("a message that is not a JSON object")
+    if _deeper_than(message, MAX_DEPTH):
+        raise RunnerGone(f"a message nested deeper than {MAX_DEPTH} levels")
+    return message
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _without_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A key given twice would mean whichever its reader happened to keep: refused."""
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _DuplicateKey(repr(key[:40]))
+        seen.add(key)
+    return dict(pairs)
+
+
+def _deeper_than(value, limit: int) -> bool:
+    """Whether JSON lists and objects nest more than `limit` levels, walked without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack += [(child, depth + 1) for child in children]
+    return False
 
 
 def _fds_of(ancillary) -> list[int]:

@@ -9,7 +9,7 @@ import socket
 import time
 from pathlib import Path
 
-from gpu_workers.harness import sandbox
+from gpu_workers.harness import runner_replies, sandbox
 from gpu_workers.harness.channel import NO_ANSWER, Channel, RunnerGone
 from gpu_workers.harness.child_output import OutputTail
 from gpu_workers.harness.sandbox_freezer import Census, Freezer, NotStopped
@@ -90,6 +90,12 @@ class RunnerProcess:
         self._freeze()
         for fd in received:  # a runner is never trusted with handing the judge memory
             _close(fd)
+        try:
+            runner_replies.check(command, fields, reply)
+        except runner_replies.BadReply as bad:  # its own code rewrote the reply: it is done
+            sandbox.stop(self.proc)
+            why = f"the {self.role} process broke the protocol (reply to {command}: {bad})"
+            raise RunnerDied(self.role, why) from None
         if "error" in reply:
             raise RunnerFailed(self.role, "raised " + str(reply["error"])[:600])
         return reply

@@ -143,7 +143,7 @@ def time_one(state: RunnerState, message: dict, fds: list[int]) -> dict:
         described, copied = (None, False) if into == "none" else deliver_outputs(slot, out, into)
         del out
     state.synchronize()
-    return {"time_ms": elapsed, "outputs": described, "copied": copied}
+    return {"time_ms": elapsed, "violations": [], "outputs": described, "copied": copied}
 
 
 COMMON: dict[str, Callable] = {"bind": bind, "release": release, "time": time_one}

@@ -254,6 +254,18 @@ def test_busy_processes_never_raise_the_speedup(session):
     assert held or busy["speedup_vs_eager"] <= honest["speedup_vs_eager"] * 1.1, (honest, busy)
 
 
+# ---- replies the judge cannot read (issue 29, class 4) -------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["attack_malformed_reply", "attack_deep_reply"])
+def test_a_reply_of_any_shape_is_a_process_exit(session, name):
+    """{"outputs": 7}, or a 400 KB frame of nested brackets, in place of a trial's reply."""
+    result = verify(session, name)
+    assert not result["ok"] and "process_exit" in codes(result), result
+    assert result["failed_by"] == "candidate"
+    assert "broke the protocol" in result["error"], result
+
+
 # ---- problems ------------------------------------------------------------------------------------
 
 
@@ -275,6 +287,12 @@ def test_problem_uploads_that_attack_at_import_are_contained():
         assert escaped(since) == []
     finally:
         canary.unlink(missing_ok=True)
+
+
+def test_a_problem_whose_runner_replies_nonsense_is_blamed_on_the_problem():
+    report = validation.validate(problem_source("attack_malformed_reply"), "cuda", LOOSE)
+    assert not report.ok and report.failed_by == "problem", report
+    assert "broke the protocol" in report.reasons[0], report.reasons
 
 
 # ---- the command line, and the worker afterwards -------------------------------------------------

@@ -29,6 +29,7 @@ import pytest
 
 from gpu_workers.harness import judge as judge_mod
 from gpu_workers.harness import sandbox, settings, source_gate, validation
+from gpu_workers.harness.channel import MAX_MESSAGE_BYTES
 from gpu_workers.harness.protocol import LOOSE
 from gpu_workers.harness.session import Session
 from tests.conftest import FIXTURES, candidate_dir, problem_source
@@ -437,6 +438,44 @@ def test_a_problem_that_opens_the_site_database_reads_nothing():
     finally:
         for path in databases:
             path.unlink(missing_ok=True)
+
+
+# ---- replies the judge cannot read (issue 29, class 4) -------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["attack_malformed_reply", "attack_deep_reply"])
+def test_a_reply_of_any_shape_is_a_process_exit(session, name):
+    """Its import replaces what its runner answers to a trial: {"outputs": 7}, or a frame of
+    nested brackets. Either is a verdict against the candidate, never an exception out of the
+    judge (which once raised TypeError and RecursionError on them)."""
+    result = verify(session, name)
+    assert not result["ok"] and "process_exit" in codes(result), result
+    assert result["failed_by"] == "candidate"
+    assert "broke the protocol" in result["error"], result
+    assert verify(session, "good_relu_scale")["ok"]  # the judge serves the next one
+
+
+def test_the_deep_frame_fits_the_size_limit_and_overflows_a_recursive_decoder():
+    """Known-bad for the test above: the size bound alone lets the deep frame through."""
+    attack = definitions(
+        candidate_dir("cpu", "attack_deep_reply") / "model_new.py", {"DEPTH", "FRAME"}
+    )
+    assert len(attack["FRAME"]) < MAX_MESSAGE_BYTES
+    with pytest.raises(RecursionError):
+        json.loads(attack["FRAME"])
+
+
+def test_a_problem_whose_runner_replies_nonsense_is_blamed_on_the_problem():
+    """The reference runner runs the problem's code, which can rewrite its replies as well."""
+    source = problem_source("attack_malformed_reply")
+    report = validation.validate(source, "cpu", LOOSE)
+    assert not report.ok and report.failed_by == "problem", report
+    assert "broke the protocol" in report.reasons[0], report.reasons
+    with Session(source, device="cpu", protocol=LOOSE) as judged:
+        result = verify(judged, "good_relu_scale")
+    assert not result["ok"] and result["failed_by"] == "problem", result
+    assert result["error"].startswith("the reference failed: "), result
+    assert "broke the protocol" in result["error"], result
 
 
 # ---- the command line ----------------------------------------------------------------------------
