@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 os.environ.setdefault("KERNELARENA_CACHE", str(REPO / ".cache" / "kernelarena-test"))
@@ -17,3 +19,16 @@ def problem_source(name: str) -> str:
 
 def candidate_dir(target: str, name: str) -> Path:
     return FIXTURES / "candidates" / target / name
+
+
+@pytest.fixture
+def drift_of_a_quiet_host(monkeypatch):
+    """For tests that need an honest candidate's profile to pass in order to test something
+    else (a run that succeeds, a grade that ranks), not drift: eager beside the candidate counts
+    as running as it ran alone, so a busy CI host cannot hold the profile for review. Drift's
+    own decision is tested on a busy host's batches (tests/gpu_workers/harness/test_profile.py),
+    and every violation of the candidate's (its clock, its timed outputs, the floor) still
+    fails. The judge decides drift in this process, so the runners' processes need nothing."""
+    from gpu_workers.harness import profile
+
+    monkeypatch.setattr(profile.Measurement, "drift", lambda self: 1.0)

@@ -78,6 +78,7 @@ def fixture_files(name: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.usefixtures("drift_of_a_quiet_host")  # succeeded, whatever a busy host's drift
 def test_it_ends_a_scripted_run_succeeded_with_its_trace_and_candidate(
     alice, relu_scale, agents, settings
 ):
@@ -214,7 +215,9 @@ def wait_until(condition, timeout_s: float) -> None:
 
 
 def test_it_stops_a_cancelled_run_at_its_next_step(alice, relu_scale, agents):
-    slow = [{"thought": f"look {i}", "tool": "list_files", "delay_s": 0.5} for i in range(20)]
+    # 30 s of steps: stopping at the next step is told from running on by a margin no busy
+    # host's scheduling crosses
+    slow = [{"thought": f"look {i}", "tool": "list_files", "delay_s": 0.5} for i in range(60)]
     agents({"slow": slow})
     run = queued_run(alice, relu_scale, "slow")
     outcomes: list[str] = []
@@ -230,10 +233,10 @@ def test_it_stops_a_cancelled_run_at_its_next_step(alice, relu_scale, agents):
     wait_until(lambda: run.events.filter(kind__in=["thought", "tool_call"]).exists(), 60)
     cancel_run(run)
     cancelled_at = time.monotonic()
-    worker.join(timeout=5)
+    worker.join(timeout=20)
 
     assert not worker.is_alive()
-    assert time.monotonic() - cancelled_at < 3
+    assert time.monotonic() - cancelled_at < 15
     assert outcomes == [f"run {run.pk} cancelled"]
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED and run.finished is not None

@@ -83,6 +83,7 @@ def everything_shown(run: Run) -> str:
     return "\n".join(shown)
 
 
+@pytest.mark.usefixtures("drift_of_a_quiet_host")  # finish profiles it: succeeds on a busy host
 def test_a_persons_key_reaches_the_chat_server_and_nothing_else(
     alice, relu_scale, frontier_agent, chat_server, caplog, capfd
 ):

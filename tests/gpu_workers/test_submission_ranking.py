@@ -21,7 +21,11 @@ from webapp.runs import lifecycle
 from webapp.runs.models import Run, RunKind, RunStatus
 from webapp.suites.models import Evaluation, Suite, SuiteProblem
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_server")]
+# Runs that must succeed and grades that must rank: a busy host's drift is not what they test.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("redis_server", "drift_of_a_quiet_host"),
+]
 
 GOOD_LINE = "y[i] = (v > 0.0f ? v : 0.0f) * scale;"
 

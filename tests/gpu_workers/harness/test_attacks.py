@@ -124,7 +124,10 @@ def test_a_forged_result_file_and_exit_0_is_a_process_exit(session):
 
 def test_forged_times_from_native_code_are_timing_inconsistent(session):
     """Its extension replaces the runner's bound clock (past any static gate) with one that
-    stops during 5 ms of hidden work per call; the judge's own clock sees the batches."""
+    stops during 50 ms of hidden work per call; the judge's own clock sees the batches. The
+    hidden work is several times a batch's whole cost, so a busy host's stalls cannot hide it:
+    the clock check's decision at 5 ms a call, beside a busy host's noise, is
+    test_profile.py's (given batches), and tests/gpu times the cuda forger live."""
     verdict = evaluate(session, "attack_forges_times")
     assert verdict["verify"]["ok"], verdict["verify"]  # the right answer, slowly
     profile = verdict["profile"]
@@ -345,6 +348,12 @@ def test_a_process_that_outlives_the_step_dies_with_it(session):
     assert os.access(session.workspace.root, os.W_OK)  # known-bad: a target the host allows
 
 
+# How far the host's free space may fall while an attack runs: the host's own work goes on beside
+# it (another job's build, another test's 1 GiB known-bad), so the bound sits far above that and
+# far under what an escape writes there (the filler 3 GiB in each place, the flood 4 GiB).
+HOST_DROP_LIMIT = 2 << 30
+
+
 def test_filling_tmp_and_the_disk_leaves_the_host_untouched(session):
     since = time.time() - 1
     with HostDiskWatch() as disk:
@@ -353,7 +362,7 @@ def test_filling_tmp_and_the_disk_leaves_the_host_untouched(session):
     # failed), and the damage is its own: a private /tmp of bounded size, full.
     assert result["ok"] or "model_new.py" in (result["error"] or ""), result
     assert escaped(since) == []
-    assert disk.largest_drop < 512 << 20, disk.largest_drop
+    assert disk.largest_drop < HOST_DROP_LIMIT, disk.largest_drop
 
 
 def test_printing_without_end_fills_nothing_of_the_host(session, tmp_path):
@@ -361,15 +370,15 @@ def test_printing_without_end_fills_nothing_of_the_host(session, tmp_path):
     with HostDiskWatch() as disk:
         result = verify(session, "attack_floods_output")
     assert result["ok"], result  # the flood ran on import, then the kernel was judged
-    assert disk.largest_drop < 512 << 20, disk.largest_drop
-    # known-bad: the same bytes in a file of the host's temporary folder are seen
-    with HostDiskWatch() as disk, tempfile.TemporaryFile() as log:
-        for _ in range(64):
+    assert disk.largest_drop < HOST_DROP_LIMIT, disk.largest_drop
+    # known-bad: the same bytes in a file of the host's temporary folder are seen (the watch
+    # ends while the file is still there, so its last look sees them whatever the scheduler)
+    with tempfile.TemporaryFile() as log, HostDiskWatch() as disk:
+        for _ in range(HOST_DROP_LIMIT // (16 << 20) + 16):
             log.write(b"x" * (16 << 20))
         log.flush()
         os.fsync(log.fileno())
-        time.sleep(0.3)
-    assert disk.largest_drop >= 512 << 20, disk.largest_drop
+    assert disk.largest_drop >= HOST_DROP_LIMIT, disk.largest_drop
 
 
 def test_the_environment_of_the_worker_never_reaches_the_verdict(session, monkeypatch):
