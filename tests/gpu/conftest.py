@@ -41,11 +41,16 @@ def prebuilt_cuda_candidates(tmp_path_factory):
 
 def pytest_runtest_logreport(report):
     """Each test's phases and seconds, appended as they end to $GPU_TEST_LOG (scripts/
-    gpu_tests.sh sets it): a run cut off at the device's time limit still shows where its time
-    went, which --durations prints only at the end."""
+    gpu_tests.sh sets it), with a failure's report: a run cut off at the device's time limit
+    still shows where its time went and why a test failed, which pytest prints only at the end.
+    Under pytest-xdist the controller writes (it receives every worker's reports)."""
     path = os.environ.get("GPU_TEST_LOG")
-    if path and (report.when == "call" or report.outcome != "passed"):
+    if not path or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if report.when == "call" or report.outcome != "passed":
         with open(path, "a") as log:
             log.write(
                 f"{report.outcome:7} {report.duration:7.1f} s  {report.when:8} {report.nodeid}\n"
             )
+            if report.failed:
+                log.write(report.longreprtext[-4000:] + "\n")
