@@ -9,19 +9,15 @@ never as success.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import threading
 from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpu_workers.harness import problem as problem_mod
-from gpu_workers.harness import timing
 from gpu_workers.harness.protocol import Protocol
-from gpu_workers.harness.runner_state import COMMON, RunnerState, deliver_outputs
-from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness.runner_state import COMMON, RunnerState, checked_call
 
 # Ops ModelNew.forward may dispatch: allocation, metadata and views. Anything else is torch doing
 # the work (threat 1), whether called from Python or from C++ inside the extension.
@@ -112,13 +108,6 @@ def _timed(protocol: Protocol, model_new):
     return model_new
 
 
-def _thread_count() -> int:
-    try:
-        return len(list(Path("/proc/self/task").iterdir()))
-    except OSError:
-        return threading.active_count()
-
-
 def judged_call(state: RunnerState, message: dict, fds: list[int]) -> dict:
     """One call of ModelNew on a slot, for a correctness trial and a timed call alike: the same
     code path, so a candidate cannot tell them apart by its call stack, and every call is
@@ -127,7 +116,6 @@ def judged_call(state: RunnerState, message: dict, fds: list[int]) -> dict:
     secret; the judge flushed the caches before a timed call."""
     slot = state.slots[message["slot"]]
     model_new = state.functions["candidate"]()
-    label = str(message.get("label", "call"))[:40]
     if not state.extra["warm"]:
         # One unobserved call first, so thread pools (OpenMP, torch) exist before threads are
         # counted; its output is dropped.
@@ -135,64 +123,8 @@ def judged_call(state: RunnerState, message: dict, fds: list[int]) -> dict:
             model_new(*slot.inputs)
         state.synchronize()
         state.extra["warm"] = True
-    threads = _thread_count()
-    observer = ComputeOpObserver() if message.get("observe") else contextlib.nullcontext()
-    with torch.no_grad(), observer:
-        elapsed, out = timing.time_call(model_new, slot.inputs, state.device)
-    violations = _call_violations(label, observer, slot.inputs, out, threads)
-    with torch.no_grad():
-        described, copied = deliver_outputs(slot, out, message.get("into", "lent"))
-        del out
-    state.synchronize()
-    return {"time_ms": elapsed, "violations": violations, "outputs": described, "copied": copied}
-
-
-def _bad_type(out) -> bool:
-    try:
-        return any(type(t) is not torch.Tensor for t in problem_mod.flatten(out))
-    except TypeError:
-        return True
-
-
-def _aliases(out, inputs) -> bool:
-    try:
-        tensors = problem_mod.flatten(out)
-    except TypeError:
-        return False
-    pointers = {
-        x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor) and x.numel()
-    }
-    return any(t.numel() and t.untyped_storage().data_ptr() in pointers for t in tensors)
-
-
-def _call_violations(label, observer, inputs, out, threads_before) -> list[dict]:
-    found = []
-    if getattr(observer, "ops", None):
-        ops = ", ".join(f"{name} x{count}" for name, count in sorted(observer.ops.items()))
-        found.append(Violation("torch_compute", f"{label}: forward ran torch ops: {ops}"))
-    if _bad_type(out):
-        found.append(
-            Violation(
-                "output_type",
-                f"{label}: forward must return plain "
-                f"torch.Tensor outputs, got {type(out).__name__}",
-            )
-        )
-    elif _aliases(out, inputs):
-        found.append(
-            Violation(
-                "output_aliases_input",
-                f"{label}: an output shares memory with an input (return a new tensor)",
-            )
-        )
-    if _thread_count() > threads_before:
-        found.append(
-            Violation(
-                "async_work",
-                f"{label}: forward left {_thread_count() - threads_before} new thread(s) running",
-            )
-        )
-    return [v.to_dict() for v in found]
+    observer = ComputeOpObserver() if message.get("observe") else None
+    return checked_call(state, model_new, message, observer)
 
 
 COMMANDS = {**COMMON, "load": load, "time": judged_call}

@@ -3,14 +3,18 @@ lent buffers into a slot (`bind`), give them back (`release`), and time one call
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
+from gpu_workers.harness import problem as problem_mod
 from gpu_workers.harness import timing
-from gpu_workers.harness.problem import flatten
 from gpu_workers.harness.shared_buffers import LentBuffer, dtype_name, dtype_of, open_lent
+from gpu_workers.harness.source_gate import Violation
 
 
 @dataclass
@@ -125,7 +129,7 @@ def deliver_outputs(slot: Slot, out, into: str) -> tuple[list[dict] | None, bool
     """A call's outputs described, and copied into the slot's lent buffers ("lent") or private
     ones ("sink"): (None, False) when the call returned something that is not tensors."""
     try:
-        tensors = flatten(out)
+        tensors = problem_mod.flatten(out)
     except TypeError:
         return None, False
     copied = copy_outputs(slot, [t.detach() for t in tensors], into)
@@ -133,17 +137,84 @@ def deliver_outputs(slot: Slot, out, into: str) -> tuple[list[dict] | None, bool
 
 
 def time_one(state: RunnerState, message: dict, fds: list[int]) -> dict:
-    """One timed call on one slot's inputs (the judge flushed the caches just before); its
-    outputs are copied to their buffers after the device is synchronised, outside the time."""
-    fn = state.functions[message["fn"]]()
+    """The reference runner's timed call (eager, torch.compile): the same checked call as the
+    candidate's, so both pay the same bookkeeping inside the judge's clock."""
+    return checked_call(state, state.functions[message["fn"]](), message, None)
+
+
+def checked_call(state: RunnerState, fn, message: dict, observer) -> dict:
+    """One timed call of `fn` on a slot's inputs (the judge flushed the caches just before),
+    under `observer` (a dispatch mode) if given, then what the call did wrong by its own
+    account (only ever a reason to fail it), and its outputs copied to their buffers after the
+    device is synchronised, outside the time. Both roles run exactly this, so what a call costs
+    beyond its claimed time is alike on both sides of the judge's clock check."""
     slot = state.slots[message["slot"]]
     into = message.get("into", "lent")
-    with torch.no_grad():
+    label = str(message.get("label", "call"))[:40]
+    threads = _thread_count()
+    with torch.no_grad(), observer or contextlib.nullcontext():
         elapsed, out = timing.time_call(fn, slot.inputs, state.device)
+    violations = _call_violations(label, observer, slot.inputs, out, threads)
+    with torch.no_grad():
         described, copied = (None, False) if into == "none" else deliver_outputs(slot, out, into)
         del out
     state.synchronize()
-    return {"time_ms": elapsed, "violations": [], "outputs": described, "copied": copied}
+    return {"time_ms": elapsed, "violations": violations, "outputs": described, "copied": copied}
+
+
+def _thread_count() -> int:
+    try:
+        return len(list(Path("/proc/self/task").iterdir()))
+    except OSError:
+        return threading.active_count()
+
+
+def _bad_type(out) -> bool:
+    try:
+        return any(type(t) is not torch.Tensor for t in problem_mod.flatten(out))
+    except TypeError:
+        return True
+
+
+def _aliases(out, inputs) -> bool:
+    try:
+        tensors = problem_mod.flatten(out)
+    except TypeError:
+        return False
+    pointers = {
+        x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor) and x.numel()
+    }
+    return any(t.numel() and t.untyped_storage().data_ptr() in pointers for t in tensors)
+
+
+def _call_violations(label, observer, inputs, out, threads_before) -> list[dict]:
+    found = []
+    if getattr(observer, "ops", None):
+        ops = ", ".join(f"{name} x{count}" for name, count in sorted(observer.ops.items()))
+        found.append(Violation("torch_compute", f"{label}: forward ran torch ops: {ops}"))
+    if _bad_type(out):
+        found.append(
+            Violation(
+                "output_type",
+                f"{label}: forward must return plain "
+                f"torch.Tensor outputs, got {type(out).__name__}",
+            )
+        )
+    elif _aliases(out, inputs):
+        found.append(
+            Violation(
+                "output_aliases_input",
+                f"{label}: an output shares memory with an input (return a new tensor)",
+            )
+        )
+    if _thread_count() > threads_before:
+        found.append(
+            Violation(
+                "async_work",
+                f"{label}: forward left {_thread_count() - threads_before} new thread(s) running",
+            )
+        )
+    return [v.to_dict() for v in found]
 
 
 COMMON: dict[str, Callable] = {"bind": bind, "release": release, "time": time_one}

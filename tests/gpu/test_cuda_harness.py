@@ -33,7 +33,7 @@ def test_correct_kernels_verify_and_profile(problem, candidate):
     assert verdict["compile"]["ok"], verdict["compile"]["log"]
     assert verdict["verify"]["ok"], verdict["verify"]
     profile = verdict["profile"]
-    assert profile["ok"], profile
+    assert profile["ok"], (profile["violations"], profile["error"], profile)
     assert profile["candidate_ms"] > 0 and 0 < profile["sol_fraction"] <= 1 / LOOSE.sol_slack
     assert verdict["environment"]["gpu"]
     print(
