@@ -309,11 +309,11 @@ def _died(died: RunnerDied, counts) -> Measurement:
     return Measurement({}, {}, {}, (counts or {}).get("flops", 0), 0, [violation])
 
 
-# What a batch may cost a process beyond the same batch in another, as a share of the batch's
-# own cost, with nothing hidden. On the cpu target a batch is mostly its 64 MB cache flushes,
-# whose speed is the process's memory's: on the 2-core VM an honest candidate's batches ran
-# 2.6 ms (31%) over eager's in every attempt for minutes at a time, then under it. On a GPU the
-# flush and the calls are the device's, and both runners' round trips are alike.
+# What a call may cost a process beyond the same call in another, as a share of a quiet call's
+# own overhead, with nothing hidden. Set when each runner flushed 64 MB inside its batch, whose
+# speed was its process's memory's (an honest candidate's batches ran 31% over eager's for
+# minutes on the 2-core VM); the flush is the judge's now, and the overhead a round trip and
+# copies, so this allows a fraction of a millisecond. On a GPU both runners' calls are alike.
 _PROCESS_OFFSET = {"cpu": 0.4, "cuda": 0.0}
 
 
