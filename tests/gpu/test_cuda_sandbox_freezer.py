@@ -1,0 +1,42 @@
+"""The candidate runs only when the judge asks (issue 29, class 2), on a GPU: a cuda candidate
+whose import started busy processes gets no CPU while its sandbox is stopped between commands,
+with its CUDA context (and the driver's threads) stopped alongside."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_workers.harness import runner_process, sandbox
+from gpu_workers.harness.process_census import descendants
+from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.session import Session
+from tests.conftest import problem_source
+from tests.gpu_workers.harness.attacks import submit
+from tests.gpu_workers.harness.test_sandbox_freezer import _TICK_S, _cpu_over
+
+
+@pytest.fixture(scope="module")
+def busy_runner():
+    with Session(problem_source("gpu/relu_scale"), device="cuda") as session:
+        submit(session, "attack_busy_threads")
+        built = session._compile_result()
+        assert built.ok, built.log
+        runner = runner_process.start_candidate(
+            session.root, built.extension_dir, "cuda", LOOSE, 300
+        )
+        try:
+            yield runner
+        finally:
+            runner.close()
+
+
+def test_a_stopped_cuda_candidate_gets_no_cpu_between_commands(busy_runner):
+    root = sandbox.root_pid(busy_runner.proc)
+    assert len(descendants(root)) > 2
+    assert _cpu_over(root, 0.5) <= 2 * _TICK_S
+    busy_runner._freezer.thaw()  # known-bad: let go, it spins
+    try:
+        assert _cpu_over(root, 0.5) > 0.05
+    finally:
+        busy_runner._freeze()
+    assert busy_runner.census is not None and busy_runner.census.threads > 1
