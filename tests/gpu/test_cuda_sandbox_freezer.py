@@ -6,28 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_workers.harness import runner_process, sandbox
+from gpu_workers.harness import sandbox
 from gpu_workers.harness.process_census import descendants
-from gpu_workers.harness.protocol import LOOSE
-from gpu_workers.harness.session import Session
-from tests.conftest import problem_source
-from tests.gpu_workers.harness.attacks import submit
-from tests.gpu_workers.harness.test_sandbox_freezer import _TICK_S, _cpu_over
+from tests.gpu_workers.harness.test_sandbox_freezer import _TICK_S, _cpu_over, busy_runner_on
 
 
 @pytest.fixture(scope="module")
 def busy_runner():
-    with Session(problem_source("gpu/relu_scale"), device="cuda") as session:
-        submit(session, "attack_busy_threads")
-        built = session._compile_result()
-        assert built.ok, built.log
-        runner = runner_process.start_candidate(
-            session.root, built.extension_dir, "cuda", LOOSE, 300
-        )
-        try:
-            yield runner
-        finally:
-            runner.close()
+    with busy_runner_on("cuda", "gpu/relu_scale") as runner:
+        yield runner
 
 
 def test_a_stopped_cuda_candidate_gets_no_cpu_between_commands(busy_runner):

@@ -5,6 +5,7 @@ eager or flushes the caches."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -21,20 +22,26 @@ from tests.gpu_workers.harness.attacks import submit
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
-@pytest.fixture(scope="module")
-def busy_runner():
+@contextlib.contextmanager
+def busy_runner_on(device: str, problem: str):
     """A candidate runner whose extension started busy processes when it was imported."""
-    with Session(problem_source("relu_scale"), device="cpu") as session:
+    with Session(problem_source(problem), device=device) as session:
         submit(session, "attack_busy_threads")
         built = session._compile_result()
         assert built.ok, built.log
         runner = runner_process.start_candidate(
-            session.root, built.extension_dir, "cpu", LOOSE, 120
+            session.root, built.extension_dir, device, LOOSE, 300
         )
         try:
             yield runner
         finally:
             runner.close()
+
+
+@pytest.fixture(scope="module")
+def busy_runner():
+    with busy_runner_on("cpu", "relu_scale") as runner:
+        yield runner
 
 
 def _cpu_seconds(root: int) -> float:
