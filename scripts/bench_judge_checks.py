@@ -72,7 +72,7 @@ def _one_call(judge, candidate, expected, slot: int, observe: bool, add) -> None
 
     lent = judge.lend_to_candidate(candidate, slot)
     add("judge's cache flush", _ms(judge.flush_caches))
-    request = {"fn": "candidate", "slot": slot, "into": "lent", "label": "bench"}
+    request = {"fn": "candidate", "slot": slot, "into": "lent"}
     reply = candidate.call("time", **request)
     add("`time` command, on the judge's clock", candidate.last_wall_ms)
     add("reply schema check", _ms(lambda: runner_replies.check("time", request, reply)))

@@ -390,7 +390,7 @@ def judge_call(judge: Judge, expected: LentSet, lent: LentSet, reply: dict, labe
     process reported against itself, its outputs against the reference's, its inputs against
     the reference runner's copies, and what its stopped sandbox holds. (violations, max abs
     error, relative error)"""
-    found = claimed_violations(reply)
+    found = claimed_violations(reply, label)
     wrong, abs_err, rel_err = check_outputs(judge, expected, lent, reply, label)
     found += wrong
     found += [
@@ -401,12 +401,14 @@ def judge_call(judge: Judge, expected: LentSet, lent: LentSet, reply: dict, labe
     return found, abs_err, rel_err
 
 
-def claimed_violations(reply: dict) -> list[Violation]:
-    """What the candidate's process reported about itself: only ever a reason to fail."""
+def claimed_violations(reply: dict, label: str) -> list[Violation]:
+    """What the candidate's process reported about itself, named by the judge's label for the
+    call: only ever a reason to fail."""
     found = []
     for item in reply.get("violations") or []:
         if isinstance(item, dict) and isinstance(item.get("code"), str):
-            found.append(Violation(item["code"][:40], str(item.get("detail", ""))[:500]))
+            detail = str(item.get("detail", ""))[:500]
+            found.append(Violation(item["code"][:40], f"{label}: {detail}"))
     return found
 
 

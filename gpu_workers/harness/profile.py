@@ -292,7 +292,7 @@ def _observed_call(judge, candidate, sets, lent, slots) -> list[Violation]:
     slot = slots[secrets.randbelow(len(slots))]
     label = f"observed timed call (set {slot})"
     reply = candidate.call(
-        "time", fn="candidate", slot=slot, into="lent", observe=True, label=label, timeout_s=_CALL_S
+        "time", fn="candidate", slot=slot, into="lent", observe=True, timeout_s=_CALL_S
     )
     return _judged(judge, sets[slot], lent[slot], reply, label)
 

@@ -150,11 +150,10 @@ def checked_call(state: RunnerState, fn, message: dict, observer) -> dict:
     beyond its claimed time is alike on both sides of the judge's clock check."""
     slot = state.slots[message["slot"]]
     into = message.get("into", "lent")
-    label = str(message.get("label", "call"))[:40]
     threads = _thread_count()
     with torch.no_grad(), observer or contextlib.nullcontext():
         elapsed, out = timing.time_call(fn, slot.inputs, state.device)
-    violations = _call_violations(label, observer, slot.inputs, out, threads)
+    violations = _call_violations(observer, slot.inputs, out, threads)
     with torch.no_grad():
         described, copied = (None, False) if into == "none" else deliver_outputs(slot, out, into)
         del out
@@ -187,31 +186,32 @@ def _aliases(out, inputs) -> bool:
     return any(t.numel() and t.untyped_storage().data_ptr() in pointers for t in tensors)
 
 
-def _call_violations(label, observer, inputs, out, threads_before) -> list[dict]:
+def _call_violations(observer, inputs, out, threads_before) -> list[dict]:
+    """Without the call's name: the judge names it (a trial or a timed call), so nothing in a
+    command tells the candidate which of the two it is running."""
     found = []
     if getattr(observer, "ops", None):
         ops = ", ".join(f"{name} x{count}" for name, count in sorted(observer.ops.items()))
-        found.append(Violation("torch_compute", f"{label}: forward ran torch ops: {ops}"))
+        found.append(Violation("torch_compute", f"forward ran torch ops: {ops}"))
     if _bad_type(out):
         found.append(
             Violation(
                 "output_type",
-                f"{label}: forward must return plain "
-                f"torch.Tensor outputs, got {type(out).__name__}",
+                f"forward must return plain torch.Tensor outputs, got {type(out).__name__}",
             )
         )
     elif _aliases(out, inputs):
         found.append(
             Violation(
                 "output_aliases_input",
-                f"{label}: an output shares memory with an input (return a new tensor)",
+                "an output shares memory with an input (return a new tensor)",
             )
         )
     if _thread_count() > threads_before:
         found.append(
             Violation(
                 "async_work",
-                f"{label}: forward left {_thread_count() - threads_before} new thread(s) running",
+                f"forward left {_thread_count() - threads_before} new thread(s) running",
             )
         )
     return [v.to_dict() for v in found]

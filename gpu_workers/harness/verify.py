@@ -90,9 +90,7 @@ def _trial(judge: Judge, candidate: RunnerProcess, expected, trial: int, result:
     lent = judge.lend_to_candidate(candidate, TRIAL_SLOT)
     label = f"trial {trial}"
     try:
-        reply = candidate.call(
-            "time", fn="candidate", slot=TRIAL_SLOT, into="lent", observe=True, label=label
-        )
+        reply = candidate.call("time", fn="candidate", slot=TRIAL_SLOT, into="lent", observe=True)
     except RunnerDied as died:
         ended = Violation("process_exit", f"{label}: {died}")
         violations = [*result.violations, ended]

@@ -20,7 +20,7 @@ from gpu_workers.harness.runner_replies import (
 
 TENSOR = {"dtype": "float32", "shape": [256, 1024]}
 TIME = {"fn": "eager", "slot": 1, "into": "none"}
-TRIAL = {"fn": "candidate", "slot": 0, "into": "lent", "observe": True, "label": "trial 0"}
+TRIAL = {"fn": "candidate", "slot": 0, "into": "lent", "observe": True}
 
 GOOD = [
     ("load", {"device": "cpu"}, {}),
@@ -53,7 +53,7 @@ GOOD = [
         TRIAL,
         {
             "time_ms": 0.3,
-            "violations": [{"code": "torch_compute", "detail": "trial 0: forward ran torch ops"}],
+            "violations": [{"code": "torch_compute", "detail": "forward ran torch ops"}],
             "outputs": None,
             "copied": False,
         },
