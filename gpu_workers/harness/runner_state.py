@@ -125,12 +125,10 @@ def copy_outputs(slot: Slot, tensors: list[torch.Tensor], into: str) -> bool:
     return True
 
 
-def deliver_outputs(slot: Slot, out, into: str) -> tuple[list[dict] | None, bool]:
-    """A call's outputs described, and copied into the slot's lent buffers ("lent") or private
-    ones ("sink"): (None, False) when the call returned something that is not tensors."""
-    try:
-        tensors = problem_mod.flatten(out)
-    except TypeError:
+def deliver_outputs(slot: Slot, tensors: list[torch.Tensor] | None, into: str):
+    """A call's output tensors described, and copied into the slot's lent buffers ("lent") or
+    private ones ("sink"): (None, False) when the call returned something that is not tensors."""
+    if tensors is None:
         return None, False
     copied = copy_outputs(slot, [t.detach() for t in tensors], into)
     return describe(tensors), copied
@@ -153,10 +151,12 @@ def checked_call(state: RunnerState, fn, message: dict, observer) -> dict:
     threads = _thread_count()
     with torch.no_grad(), observer or contextlib.nullcontext():
         elapsed, out = timing.time_call(fn, slot.inputs, state.device)
-    violations = _call_violations(observer, slot.inputs, out, threads)
+    tensors = _flat(out)
+    violations = _call_violations(observer, slot.inputs, out, tensors, threads)
+    kept = None if into == "none" else tensors
     with torch.no_grad():
-        described, copied = (None, False) if into == "none" else deliver_outputs(slot, out, into)
-        del out
+        described, copied = deliver_outputs(slot, kept, into)
+        del out, tensors, kept
     state.synchronize()
     return {"time_ms": elapsed, "violations": violations, "outputs": described, "copied": copied}
 
@@ -168,50 +168,47 @@ def _thread_count() -> int:
         return threading.active_count()
 
 
-def _bad_type(out) -> bool:
+def _flat(out) -> list[torch.Tensor] | None:
+    """The call's outputs as a flat list of tensors, None when they are not tensors."""
     try:
-        return any(type(t) is not torch.Tensor for t in problem_mod.flatten(out))
+        return problem_mod.flatten(out)
     except TypeError:
-        return True
+        return None
 
 
-def _aliases(out, inputs) -> bool:
-    try:
-        tensors = problem_mod.flatten(out)
-    except TypeError:
-        return False
+def _aliases(tensors: list[torch.Tensor], inputs) -> bool:
     pointers = {
         x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor) and x.numel()
     }
     return any(t.numel() and t.untyped_storage().data_ptr() in pointers for t in tensors)
 
 
-def _call_violations(observer, inputs, out, threads_before) -> list[dict]:
+def _call_violations(observer, inputs, out, tensors, threads_before) -> list[dict]:
     """Without the call's name: the judge names it (a trial or a timed call), so nothing in a
     command tells the candidate which of the two it is running."""
     found = []
     if getattr(observer, "ops", None):
         ops = ", ".join(f"{name} x{count}" for name, count in sorted(observer.ops.items()))
         found.append(Violation("torch_compute", f"forward ran torch ops: {ops}"))
-    if _bad_type(out):
+    if tensors is None or any(type(t) is not torch.Tensor for t in tensors):
         found.append(
             Violation(
                 "output_type",
                 f"forward must return plain torch.Tensor outputs, got {type(out).__name__}",
             )
         )
-    elif _aliases(out, inputs):
+    elif _aliases(tensors, inputs):
         found.append(
             Violation(
                 "output_aliases_input",
                 "an output shares memory with an input (return a new tensor)",
             )
         )
-    if _thread_count() > threads_before:
+    threads_after = _thread_count()
+    if threads_after > threads_before:
         found.append(
             Violation(
-                "async_work",
-                f"forward left {_thread_count() - threads_before} new thread(s) running",
+                "async_work", f"forward left {threads_after - threads_before} new thread(s) running"
             )
         )
     return [v.to_dict() for v in found]
