@@ -179,7 +179,7 @@ def start_reference(problem_path: Path, device: str, protocol, timeout_s: float 
         runner.call(
             "load", problem=str(problem_path), device=device, protocol=protocol.to_request()
         )
-    except RunnerError:
+    except BaseException:  # its code failed, or the task's time limit came while it loaded
         runner.close()
         raise
     return runner
@@ -198,7 +198,7 @@ def start_candidate(workspace: Path, extension_dir: str, device: str, protocol, 
             # the candidate gets the arithmetic rules, never a seed
             protocol={**protocol.to_request(), "secret_seeds": [], "public_seeds": []},
         )
-    except RunnerError:
+    except BaseException:  # its code failed, or the task's time limit came while it loaded
         runner.close()
         raise
     return runner

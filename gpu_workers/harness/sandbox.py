@@ -367,7 +367,11 @@ def start(
         proc = _popen(full_argv, cwd, device, limits, env, (*pass_fds, info_write), stdout, stderr)
         os.close(info_write)
         info_write = -1
-        init_pid, proc.sandbox_init = _sandbox_init(info_read)
+        try:
+            init_pid, proc.sandbox_init = _sandbox_init(info_read)
+        except BaseException:  # a task's time limit while bwrap starts: leave nothing running
+            stop(proc)
+            raise
         proc.sandbox_init_pid = init_pid
         proc.process_watch = (
             ProcessWatch(init_pid, proc.sandbox_init, limits.processes)
