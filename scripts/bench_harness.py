@@ -129,8 +129,8 @@ def render(device: str, env: dict, times: dict, repeats: list[dict], rows, comma
         *(
             [
                 "| problem | candidate ms | eager ms | compile ms | max-autotune ms | vs compile | "
-                "fraction of SOL | spread |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- |",
+                "fraction of SOL | spread | clock gap, median / cheapest (bounds), ms |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
             ]
             if rows
             else []
@@ -140,10 +140,20 @@ def render(device: str, env: dict, times: dict, repeats: list[dict], rows, comma
         lines.append(
             f"| {problem} | {p['candidate_ms']:.4f} | {p['eager_ms']:.4f} | {p['compile_ms']:.4f} "
             f"| {p['compile_max_autotune_ms'] or float('nan'):.4f} | {p['speedup_vs_compile']:.3f} "
-            f"| {p['sol_fraction']:.2f} | {p['spread']:.2%} |"
+            f"| {p['sol_fraction']:.2f} | {p['spread']:.2%} | {clock_cell(p.get('clock'))} |"
         )
     lines += ["", END]
     return "\n".join(lines)
+
+
+def clock_cell(clock: dict | None) -> str:
+    """How far the judge's clock and the claimed times were apart, beside the bounds."""
+    if not clock:
+        return "-"
+    return (
+        f"{clock['gap_ms']:.3f} / {clock['floor_gap_ms']:.3f} "
+        f"({clock['bound_ms']:.3f} / {clock['floor_bound_ms']:.3f})"
+    )
 
 
 def main() -> None:
@@ -164,6 +174,7 @@ def main() -> None:
     print("times", times, flush=True)
     repeats = repeatability(device)
     print("repeat", [r["speedup_vs_compile"] for r in repeats], flush=True)
+    print("clock", [clock_cell(r.get("clock")) for r in repeats], flush=True)
     rows = kernel_table(device) if args.kernels else []
     env = environment.describe(device, settings.gpu_index())
     command = "PYTHONPATH=. python3 scripts/bench_harness.py" + (

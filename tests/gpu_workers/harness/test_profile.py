@@ -65,7 +65,7 @@ def test_a_forger_hiding_work_in_every_call_is_seen_through_a_busy_hosts_noise()
     eager, forger = _batches(0.0, _EAGER_STALLS), _batches(15.0, _OTHER_STALLS)
     found = profile_mod.clock_violations(forger, eager, "cpu")
     assert [v.code for v in found] == ["timing_inconsistent"]
-    assert "cheapest batch 15.000 ms" in found[0].detail
+    assert "cheapest call 15.000 ms" in found[0].detail
     # known-bad: the paired median alone stays within 4 deviations of this noise
     gap, noise = judge_mod.unexplained_ms(forger, eager)
     assert gap < 4 * noise
@@ -85,6 +85,29 @@ def test_a_cpu_process_whose_flushes_run_slower_is_not_taken_for_a_forger():
     assert profile_mod.clock_violations(slower, eager, "cpu") == []
     # known-bad: on a GPU, where both batches are the device's, the same offset is a violation
     assert profile_mod.clock_violations(slower, eager, "cuda")
+
+
+def _gpu_calls(claimed_ms: float, hidden_ms: float, jitter: list[float]) -> Batches:
+    """One call per command, as on a GPU host: a 1.5 ms round trip with a few microseconds of
+    jitter."""
+    batches = Batches()
+    for noise in jitter:
+        batches.add([claimed_ms], claimed_ms + 1.5 + hidden_ms + noise)
+    return batches
+
+
+_GPU_JITTER = [0.004, 0.011, 0.002, 0.030, 0.007, 0.001, 0.015, 0.006, 0.009, 0.003, 0.021, 0.005]
+
+
+def test_a_kernel_on_a_side_stream_shows_against_a_gpu_round_trip():
+    """A 0.13 ms kernel on a stream the events do not see, its call claiming 0.01 ms: the round
+    trip is ten times the kernel, and its steadiness is what exposes it."""
+    eager = _gpu_calls(0.26, 0.0, _GPU_JITTER)
+    hider = _gpu_calls(0.01, 0.13, list(reversed(_GPU_JITTER)))
+    check = profile_mod.clock_check(hider, eager, "cuda")
+    assert not check.agrees and [v.code for v in check.violations()] == ["timing_inconsistent"]
+    # known-good beside it: the honest kernel, same round trip
+    assert profile_mod.clock_check(_gpu_calls(0.13, 0.0, _GPU_JITTER[::2] * 2), eager, "cuda").agrees
 
 
 # ---- recorded: the judge's batches of live cpu profiles on the busy 2-core host ----
