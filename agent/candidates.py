@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from agent.reward import milestone_reward
 from gpu_workers.harness.vocabulary import sources_digest
 
+_MACHINE = "infrastructure"  # a verdict's failed_by when the machine, not the code, failed
+
 
 def ranking(speedup_vs_eager: float | None) -> tuple[bool, float]:
     """A verified candidate's place: a timed one beats an untimed one, then speedup over eager.
@@ -40,18 +42,28 @@ class Candidate:
 
     @property
     def verified(self) -> bool:
-        # A profile verifies first, and it can still fail (e.g. faster than the speed of light).
+        """Its outputs were right. A profile verifies first, and it can still fail on the
+        candidate's account (faster than the speed of light, a clock that disagrees). A profile
+        held only because the machine was disturbed (its failure is the infrastructure's, as
+        harness/failure.py names it: eager drifted while it was timed) leaves the candidate
+        verified with its speed unknown, ranked below every timed one until it is measured
+        again: a busy neighbour is not the agent's failure."""
         if self.profile is not None:
-            return bool(self.profile.get("ok"))
+            return bool(self.profile.get("ok")) or self.profile.get("failed_by") == _MACHINE
         return bool((self.verify or {}).get("ok"))
 
     @property
+    def timed(self) -> bool:
+        """Its speed was measured and believed."""
+        return bool((self.profile or {}).get("ok"))
+
+    @property
     def speedup_vs_eager(self) -> float | None:
-        return (self.profile or {}).get("speedup_vs_eager") if self.verified else None
+        return (self.profile or {}).get("speedup_vs_eager") if self.timed else None
 
     @property
     def speedup_vs_compile(self) -> float | None:
-        return (self.profile or {}).get("speedup_vs_compile") if self.verified else None
+        return (self.profile or {}).get("speedup_vs_compile") if self.timed else None
 
     @property
     def reward(self) -> int:

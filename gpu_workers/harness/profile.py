@@ -362,7 +362,8 @@ class ClockCheck:
                 f"call {self.floor_gap_ms:.3f} ms; bounds {self.bound_ms:.3f} and "
                 f"{self.floor_bound_ms:.3f} ms) than the candidate's claimed "
                 f"{self.claimed_ms:.3f} ms explain (noise {self.noise_ms:.3f} ms over "
-                f"{self.rounds} rounds): work ran outside the timed calls, or the times were forged",
+                f"{self.rounds} rounds): work ran outside the timed calls, or the times were "
+                "forged",
             )
         ]
 

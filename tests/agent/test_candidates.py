@@ -38,3 +38,16 @@ def test_a_timed_candidate_beats_an_untimed_one_and_failures_never_win():
     assert book.best().sources == B
     book.record(3, C, profile=profile(0.5))
     assert book.best().sources == C
+
+
+def test_a_profile_held_for_a_disturbed_machine_keeps_the_candidate_verified_but_untimed():
+    held = {"ok": False, "failed_by": "infrastructure", "speedup_vs_eager": 3.0}
+    book = Candidates()
+    book.record(1, A, profile=held)
+    assert book.best().sources == A and book.best().speedup_vs_eager is None
+    book.record(2, B, profile=profile(0.9))
+    assert book.best().sources == B  # any timed candidate outranks it
+    # known-bad beside it: a profile failed on the candidate's account never verifies
+    cheat = Candidates()
+    cheat.record(1, C, profile={"ok": False, "failed_by": "candidate", "speedup_vs_eager": 9.0})
+    assert cheat.best() is None

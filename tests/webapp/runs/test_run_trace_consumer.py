@@ -33,16 +33,22 @@ def record(run, n: int, kind: str = "thought") -> None:
         record_event(run, kind, {"text": f"step {i}"})
 
 
+# How long a reply may take before the test calls it lost: it only bounds a hung test. The
+# communicator's own default (1 s to connect) was crossed on a busy 2-core host, where the
+# consumer's database reads wait for a thread.
+WAIT_S = 60
+
+
 async def open_socket(run, headers, after: int | None = None):
     query = "" if after is None else f"?after={after}"
     socket = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/{query}", headers=headers)
-    connected, _ = await socket.connect()
+    connected, _ = await socket.connect(timeout=WAIT_S)
     assert connected
     return socket
 
 
 async def seqs(socket, count: int) -> list[int]:
-    return [(await socket.receive_json_from(timeout=5))["event"]["seq"] for _ in range(count)]
+    return [(await socket.receive_json_from(timeout=WAIT_S))["event"]["seq"] for _ in range(count)]
 
 
 def test_it_sends_saved_then_live_events_in_order(alice, relu_scale):
@@ -117,7 +123,7 @@ def test_it_closes_on_a_private_run_of_someone_else(alice, charlie, relu_scale, 
 
     async def scenario():
         socket = await open_socket(run, headers)
-        closed = await socket.receive_output(timeout=5)
+        closed = await socket.receive_output(timeout=WAIT_S)
         assert closed == {"type": "websocket.close", "code": 4404}
 
     async_to_sync(scenario)()
@@ -141,7 +147,10 @@ def test_it_refuses_a_bad_after(alice, relu_scale):
 
     async def scenario():
         socket = await open_socket(run, headers, after="-1")
-        assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": 4400}
+        assert await socket.receive_output(timeout=WAIT_S) == {
+            "type": "websocket.close",
+            "code": 4400,
+        }
 
     async_to_sync(scenario)()
 
@@ -153,7 +162,7 @@ def test_it_refuses_a_handshake_from_another_site(alice, relu_scale):
     async def scenario():
         path = f"/ws/runs/{run.pk}/"
         socket = WebsocketCommunicator(application, path, headers=headers)
-        connected, _ = await socket.connect()
+        connected, _ = await socket.connect(timeout=WAIT_S)
         assert not connected
 
     async_to_sync(scenario)()
