@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from gpu_workers.harness import failure, roofline
-from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import profile as profile_mod
-from gpu_workers.harness.judge import Batches
-from gpu_workers.harness.protocol import LOOSE
-from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness.judge import failure, roofline
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge import profile as profile_mod
+from gpu_workers.harness.judge.judge import Batches
+from gpu_workers.harness.judge.protocol import LOOSE
+from gpu_workers.harness.judge.source_gate import Violation
 from tests.conftest import FIXTURES
 from tests.gpu_workers.harness.evaluation import codes, evaluate, profile_past_the_gate
 
@@ -107,7 +107,9 @@ def test_a_kernel_on_a_side_stream_shows_against_a_gpu_round_trip():
     check = profile_mod.clock_check(hider, eager, "cuda")
     assert not check.agrees and [v.code for v in check.violations()] == ["timing_inconsistent"]
     # known-good beside it: the honest kernel, same round trip
-    assert profile_mod.clock_check(_gpu_calls(0.13, 0.0, _GPU_JITTER[::2] * 2), eager, "cuda").agrees
+    assert profile_mod.clock_check(
+        _gpu_calls(0.13, 0.0, _GPU_JITTER[::2] * 2), eager, "cuda"
+    ).agrees
 
 
 # ---- recorded: the judge's batches of live cpu profiles on the busy 2-core host ----

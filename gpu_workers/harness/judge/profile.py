@@ -21,13 +21,14 @@ from pathlib import Path
 
 import torch
 
-from gpu_workers.harness import environment, failure, roofline, runner_process, settings
-from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import problem as problem_mod
-from gpu_workers.harness.judge import Batches, Judge
-from gpu_workers.harness.protocol import Protocol
-from gpu_workers.harness.runner_process import RunnerDied, RunnerError, RunnerProcess
-from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness import settings
+from gpu_workers.harness.judge import environment, failure, roofline, runner_process
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge.judge import Batches, Judge
+from gpu_workers.harness.judge.protocol import Protocol
+from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerError, RunnerProcess
+from gpu_workers.harness.judge.source_gate import Violation
+from gpu_workers.harness.runner import problem as problem_mod
 
 
 @dataclass
@@ -362,7 +363,8 @@ class ClockCheck:
                 f"call {self.floor_gap_ms:.3f} ms; bounds {self.bound_ms:.3f} and "
                 f"{self.floor_bound_ms:.3f} ms) than the candidate's claimed "
                 f"{self.claimed_ms:.3f} ms explain (noise {self.noise_ms:.3f} ms over "
-                f"{self.rounds} rounds): work ran outside the timed calls, or the times were forged",
+                f"{self.rounds} rounds): work ran outside the timed calls, or the times were "
+                "forged",
             )
         ]
 
