@@ -85,8 +85,9 @@ def _prepare(args: argparse.Namespace):
 
     The backend comes first so that a missing key or script fails before a workspace exists.
     """
-    from gpu_workers.harness import protocol, settings
-    from gpu_workers.harness.problem import source_sha256
+    from gpu_workers.harness import settings
+    from gpu_workers.harness.judge import protocol
+    from gpu_workers.harness.runner.problem import source_sha256
     from gpu_workers.harness.session import Session
 
     source = args.problem.read_text()

@@ -21,8 +21,8 @@ from agent.backend_choice import make_backend
 from agent.config import load_agent
 from agent.loop import Agent, RunResult
 from agent.submission import submission_backend, submission_config
-from gpu_workers.harness import environment, gpu_lock, protocol
 from gpu_workers.harness import settings as harness_settings
+from gpu_workers.harness.judge import environment, gpu_lock, protocol
 from gpu_workers.harness.session import Session
 from gpu_workers.harness.vocabulary import device_for
 from gpu_workers.heartbeat import Heartbeat

@@ -18,8 +18,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.utils import timezone
 
-from gpu_workers.harness import gpu_lock, profile, roofline
-from gpu_workers.harness.protocol import by_name
+from gpu_workers.harness.judge import gpu_lock, profile, roofline
+from gpu_workers.harness.judge.protocol import by_name
 from gpu_workers.harness.vocabulary import device_for
 from webapp.durations import duration
 from webapp.suites.models import Baseline

@@ -10,9 +10,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.utils import timezone
 
-from gpu_workers.harness import failure, roofline
-from gpu_workers.harness import validation as harness_validation
-from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.judge import failure, roofline
+from gpu_workers.harness.judge import validation as harness_validation
+from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.vocabulary import device_for
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.problems.validation import UNFINISHED

@@ -14,7 +14,7 @@ import logging
 from celery.exceptions import SoftTimeLimitExceeded
 from django.utils import timezone
 
-from gpu_workers.harness.protocol import by_name
+from gpu_workers.harness.judge.protocol import by_name
 from gpu_workers.harness.session import Session
 from gpu_workers.harness.vocabulary import device_for
 from webapp.leaderboard.models import MEASURED_FIELDS, Grade, GradeStatus

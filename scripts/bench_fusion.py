@@ -110,7 +110,8 @@ def main() -> None:
 
 
 def measure(args: argparse.Namespace) -> str:
-    from gpu_workers.harness import environment, settings
+    from gpu_workers.harness import settings
+    from gpu_workers.harness.judge import environment
 
     paths = [OPS / f"{name}.py" for name in args.ops] or sorted(OPS.glob("*.py"))
     env = environment.describe(args.device, settings.gpu_index())

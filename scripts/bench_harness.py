@@ -33,7 +33,7 @@ KERNELS = [
 
 
 def session_for(problem: str, candidate: str, device: str):
-    from gpu_workers.harness import workspace
+    from gpu_workers.harness.build import workspace
     from gpu_workers.harness.session import Session
 
     folder = "gpu/" if device == "cuda" else ""
@@ -167,7 +167,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     os.environ["KERNELARENA_CACHE"] = tempfile.mkdtemp(prefix="bench-cache-")
-    from gpu_workers.harness import environment, settings
+    from gpu_workers.harness import settings
+    from gpu_workers.harness.judge import environment
 
     device = args.device or settings.default_device()
     times = compile_and_step_times(device)

@@ -30,7 +30,9 @@ REPEATS = 3
 def measure(tree: Path, label: str, device: str) -> dict:
     sys.path.insert(0, str(tree))
     os.environ.setdefault("KERNELARENA_CACHE", str(Path("/tmp") / f"ka-bench-{label}"))
-    from gpu_workers.harness import environment, settings, workspace
+    from gpu_workers.harness import settings
+    from gpu_workers.harness.build import workspace
+    from gpu_workers.harness.judge import environment
     from gpu_workers.harness.session import Session
 
     folder = "gpu/" if device == "cuda" else ""

@@ -4,7 +4,7 @@
 
 On one real candidate runner (relu_scale with its correct kernel), per timed call: the judge's
 wall clock around the `time` command, the stop and resume of the candidate's sandbox around it
-(sandbox_freezer, outside that clock), the judge's cache flush before it, the checks of the
+(sandbox.freezer, outside that clock), the judge's cache flush before it, the checks of the
 reply's schema (runner_replies) and of the call (judge.judge_call: outputs, inputs, census);
 and what one call costs under the dispatch observer (a share of timed calls, untimed).
 """
@@ -32,10 +32,11 @@ def _ms(fn) -> float:
 
 
 def measure(device: str, calls: int) -> dict[str, list[float]]:
-    from gpu_workers.harness import judge as judge_mod
-    from gpu_workers.harness import runner_process, workspace
-    from gpu_workers.harness.judge import Judge
-    from gpu_workers.harness.protocol import LOOSE
+    from gpu_workers.harness.build import workspace
+    from gpu_workers.harness.judge import judge as judge_mod
+    from gpu_workers.harness.judge import runner_process
+    from gpu_workers.harness.judge.judge import Judge
+    from gpu_workers.harness.judge.protocol import LOOSE
     from gpu_workers.harness.session import Session
 
     folder = "gpu/" if device == "cuda" else ""
@@ -67,8 +68,8 @@ def measure(device: str, calls: int) -> dict[str, list[float]]:
 
 
 def _one_call(judge, candidate, expected, slot: int, observe: bool, add) -> None:
-    from gpu_workers.harness import judge as judge_mod
-    from gpu_workers.harness import runner_replies
+    from gpu_workers.harness.judge import judge as judge_mod
+    from gpu_workers.harness.judge import runner_replies
 
     lent = judge.lend_to_candidate(candidate, slot)
     add("judge's cache flush", _ms(judge.flush_caches))
@@ -108,7 +109,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    from gpu_workers.harness import environment, settings
+    from gpu_workers.harness import settings
+    from gpu_workers.harness.judge import environment
 
     samples = measure(args.device, args.calls)
     described = environment.describe(args.device, settings.gpu_index())

@@ -151,7 +151,7 @@ def run_problem(path: Path, device: str, max_turns: int, recompile: bool) -> dic
     from agent.backend_choice import make_backend
     from agent.config import load_agent
     from agent.loop import Agent
-    from gpu_workers.harness import gpu_lock
+    from gpu_workers.harness.judge import gpu_lock
     from gpu_workers.harness.session import Session
 
     config = load_agent("fusion").with_budget(max_turns=max_turns)
@@ -469,7 +469,8 @@ def problem_paths(args: argparse.Namespace) -> list[Path]:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from gpu_workers.harness import environment, settings
+    from gpu_workers.harness import settings
+    from gpu_workers.harness.judge import environment
 
     paths = problem_paths(args)
     cache = args.cache or Path(tempfile.mkdtemp(prefix="bench-steps-cache-"))

@@ -13,9 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from gpu_workers.harness import profile as profile_mod
-from gpu_workers.harness import workspace
-from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.build import workspace
+from gpu_workers.harness.judge import profile as profile_mod
+from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.session import Session
 
 PROBLEM = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "problems" / "relu_scale.py"

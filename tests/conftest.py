@@ -29,6 +29,6 @@ def drift_of_a_quiet_host(monkeypatch):
     own decision is tested on a busy host's batches (tests/gpu_workers/harness/test_profile.py),
     and every violation of the candidate's (its clock, its timed outputs, the floor) still
     fails. The judge decides drift in this process, so the runners' processes need nothing."""
-    from gpu_workers.harness import profile
+    from gpu_workers.harness.judge import profile
 
     monkeypatch.setattr(profile.Measurement, "drift", lambda self: 1.0)

@@ -18,7 +18,7 @@ PACKAGES = ("webapp", "agent", "gpu_workers")
 SHARED_VOCABULARY = (
     "gpu_workers.harness.vocabulary",
     "gpu_workers.harness.problem_source",
-    "gpu_workers.harness.workspace_paths",
+    "gpu_workers.harness.build.workspace_paths",
     "gpu_workers.harness.synthesis",  # writes and reads problem sources, never runs them
 )
 # Top first; a module of a layer may import its own layer and any below.

@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         source = _read(args.problem)
         if args.command == "evaluate" and not (args.candidate_dir / "model_new.py").is_file():
             raise ValueError(f"{args.candidate_dir} has no model_new.py")
-        from gpu_workers.harness import protocol, settings
+        from gpu_workers.harness import settings
+        from gpu_workers.harness.judge import protocol
 
         proto = protocol.by_name(args.protocol)
         device = settings.check_device(args.device or settings.default_device())
@@ -59,7 +60,7 @@ def _read(path: Path) -> str:
 
 
 def _validate(source: str, device: str, proto, as_json: bool) -> int:
-    from gpu_workers.harness import validation
+    from gpu_workers.harness.judge import validation
 
     report = validation.validate(source, device, proto)
     if as_json:
@@ -75,8 +76,8 @@ def _validate(source: str, device: str, proto, as_json: bool) -> int:
 
 
 def _evaluate(source: str, candidate_dir: Path, device: str, proto, as_json: bool) -> int:
-    from gpu_workers.harness import workspace
-    from gpu_workers.harness.problem import ProblemError
+    from gpu_workers.harness.build import workspace
+    from gpu_workers.harness.runner.problem import ProblemError
     from gpu_workers.harness.session import Session, verdict_ok
 
     try:

@@ -7,24 +7,19 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from gpu_workers.harness import compile as compile_mod
-from gpu_workers.harness import (
-    environment,
-    failure,
-    gpu_lock,
-    runner_process,
-    sandbox,
-    settings,
-    workspace,
-)
-from gpu_workers.harness import graph as graph_mod
-from gpu_workers.harness import profile as profile_mod
-from gpu_workers.harness import verify as verify_mod
-from gpu_workers.harness.judge import Judge
-from gpu_workers.harness.problem import ProblemError, check_source
-from gpu_workers.harness.protocol import LOOSE, Protocol
-from gpu_workers.harness.runner_process import RunnerDied, RunnerError, RunnerFailed
-from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness import settings
+from gpu_workers.harness.build import compile as compile_mod
+from gpu_workers.harness.build import workspace
+from gpu_workers.harness.capture import graph as graph_mod
+from gpu_workers.harness.judge import environment, failure, gpu_lock, runner_process
+from gpu_workers.harness.judge import profile as profile_mod
+from gpu_workers.harness.judge import verify as verify_mod
+from gpu_workers.harness.judge.judge import Judge
+from gpu_workers.harness.judge.protocol import LOOSE, Protocol
+from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerError, RunnerFailed
+from gpu_workers.harness.judge.source_gate import Violation
+from gpu_workers.harness.runner.problem import ProblemError, check_source
+from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.vocabulary import sources_digest
 
 MEASUREMENT_ATTEMPTS = 3

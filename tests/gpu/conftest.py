@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from gpu_workers.harness import compile, settings, workspace
+from gpu_workers.harness import settings
+from gpu_workers.harness.build import compile, workspace
 from tests.conftest import FIXTURES, candidate_dir
 
 if not torch.cuda.is_available():

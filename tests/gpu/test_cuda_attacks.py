@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import sandbox, settings, validation
-from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness import settings
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge import validation
+from gpu_workers.harness.judge.protocol import LOOSE
+from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.session import Session
 from tests.conftest import FIXTURES, candidate_dir, problem_source
 from tests.gpu_workers.harness.attacks import (

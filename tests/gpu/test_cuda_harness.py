@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from gpu_workers.harness import workspace
-from gpu_workers.harness.protocol import FP32_STRICT, LOOSE
+from gpu_workers.harness.build import workspace
+from gpu_workers.harness.judge.protocol import FP32_STRICT, LOOSE
 from gpu_workers.harness.session import Session
 from tests.conftest import candidate_dir, problem_source
 from tests.gpu_workers.harness.evaluation import codes, profile_past_the_gate

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_workers.harness import sandbox
-from gpu_workers.harness.process_census import descendants
+from gpu_workers.harness.sandbox import launch as sandbox
+from gpu_workers.harness.sandbox.census import descendants
 from tests.gpu_workers.harness.test_sandbox_freezer import _TICK_S, _cpu_over, busy_runner_on
 
 

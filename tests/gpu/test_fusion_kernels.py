@@ -29,9 +29,9 @@ if not torch.cuda.is_available():
 
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
-from gpu_workers.harness import compile as harness_compile  # noqa: E402
-from gpu_workers.harness import workspace  # noqa: E402
-from gpu_workers.harness.protocol import FP32_STRICT, LOOSE  # noqa: E402
+from gpu_workers.harness.build import compile as harness_compile  # noqa: E402
+from gpu_workers.harness.build import workspace  # noqa: E402
+from gpu_workers.harness.judge.protocol import FP32_STRICT, LOOSE  # noqa: E402
 from gpu_workers.harness.session import Session  # noqa: E402
 
 STRICT_GEMM = linear_bias_relu(rows=256, k=512, n=384)

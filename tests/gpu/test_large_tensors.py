@@ -4,8 +4,8 @@ from pathlib import Path
 
 import torch
 
-from gpu_workers.harness import shared_buffers, validation
-from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.judge import shared_buffers, validation
+from gpu_workers.harness.judge.protocol import LOOSE
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "fixtures" / "problems" / "gpu"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from gpu_workers import regrade
-from gpu_workers.harness import problem as harness_problem
-from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.judge.protocol import LOOSE
+from gpu_workers.harness.runner import problem as harness_problem
 from gpu_workers.harness.session import Session
 from tests.conftest import problem_source
 from tests.gpu_workers.test_agent_run import fixture_files

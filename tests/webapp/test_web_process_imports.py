@@ -19,7 +19,8 @@ from django.contrib import admin
 admin.autodiscover()
 allowed = {
     "gpu_workers", "gpu_workers.harness", "gpu_workers.harness.problem_source",
-    "gpu_workers.harness.workspace_paths", "gpu_workers.harness.vocabulary",
+    "gpu_workers.harness.build", "gpu_workers.harness.build.workspace_paths",
+    "gpu_workers.harness.vocabulary",
 }
 bad = sorted(
     m for m in sys.modules

@@ -1,7 +1,7 @@
 """A person's own kernel: which files a submission may hold, checked before the run is created.
 
 The worker replays the files through the agent's tools (agent.submission), which enforce the
-same path rule (gpu_workers.harness.workspace_paths, standard library only); checking here too
+same path rule (gpu_workers.harness.build.workspace_paths, standard library only); checking here too
 means a mistake comes back at once, with what to fix, instead of as a failed run.
 
 `check_files` takes workspace path -> text (the API's JSON); `files_from_uploads` turns the page's
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
+from gpu_workers.harness.build.workspace_paths import MAX_FILE_BYTES, writable_path
 from gpu_workers.harness.vocabulary import device_for
-from gpu_workers.harness.workspace_paths import MAX_FILE_BYTES, writable_path
 from webapp.errors import Unprocessable
 
 MODEL_NEW = "model_new.py"

@@ -604,7 +604,7 @@ def _captured_ir(problem: str, init_inputs: list) -> dict:
     of its get_inputs."""
     import torch
 
-    from gpu_workers.harness.graph import lower
+    from gpu_workers.harness.capture.graph import lower
 
     scope: dict = {}
     exec(compile(problem, "problem", "exec"), scope)  # noqa: S102 - our own source

@@ -8,8 +8,8 @@ import pytest
 
 from agent.fusion.backend import FusionBackend
 from agent.tools import format_graph, summarise_compile, summarise_profile, summarise_verify
-from gpu_workers.harness import graph
-from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.capture import graph
+from gpu_workers.harness.judge.protocol import LOOSE
 from tests.conftest import FIXTURES
 
 VERIFIED = {"ok": True, "trials": 5, "max_abs_err": 0.0, "max_rel_err": 0.0, "violations": []}

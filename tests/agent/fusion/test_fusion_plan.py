@@ -26,7 +26,7 @@ from fusion_cases import (
 from agent.fusion import FusionProgram, compile_graph
 from agent.fusion.ir import Term, broadcast_terms, flat_index, parse_graph, split_rows
 from agent.fusion.plan import plan_graph
-from gpu_workers.harness.source_gate import check_sources
+from gpu_workers.harness.judge.source_gate import check_sources
 
 TARGETS = ("cpu", "cuda")
 

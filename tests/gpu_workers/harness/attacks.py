@@ -13,7 +13,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from gpu_workers.harness import settings, workspace
+from gpu_workers.harness import settings
+from gpu_workers.harness.build import workspace
 from gpu_workers.harness.session import Session
 from tests.conftest import FIXTURES, candidate_dir
 

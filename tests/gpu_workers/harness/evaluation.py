@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpu_workers.harness import workspace
-from gpu_workers.harness.protocol import LOOSE, Protocol
+from gpu_workers.harness.build import workspace
+from gpu_workers.harness.judge.protocol import LOOSE, Protocol
 from gpu_workers.harness.session import Session
 from tests.conftest import candidate_dir, problem_source
 

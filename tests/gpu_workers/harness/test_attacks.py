@@ -27,10 +27,12 @@ from pathlib import Path
 
 import pytest
 
-from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import sandbox, settings, source_gate, validation
-from gpu_workers.harness.channel import MAX_MESSAGE_BYTES
-from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness import settings
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge import source_gate, validation
+from gpu_workers.harness.judge.channel import MAX_MESSAGE_BYTES
+from gpu_workers.harness.judge.protocol import LOOSE
+from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.session import Session
 from tests.conftest import FIXTURES, candidate_dir, problem_source
 from tests.gpu_workers.harness.attacks import (

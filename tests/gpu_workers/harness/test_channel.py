@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from gpu_workers.harness.channel import MAX_DEPTH, MAX_MESSAGE_BYTES, Channel, RunnerGone
+from gpu_workers.harness.judge.channel import MAX_DEPTH, MAX_MESSAGE_BYTES, Channel, RunnerGone
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu_workers.harness import compile, compile_cache, settings, workspace
+from gpu_workers.harness import settings
+from gpu_workers.harness.build import cache as compile_cache
+from gpu_workers.harness.build import compile, workspace
 from tests.conftest import candidate_dir
 
 
@@ -54,7 +56,7 @@ def test_trim_log_keeps_the_first_errors():
 
 
 def test_an_include_of_a_harness_file_fails(ws):
-    harness_file = settings.REPO_ROOT / "gpu_workers" / "harness" / "protocol.py"
+    harness_file = settings.REPO_ROOT / "gpu_workers" / "harness" / "judge" / "protocol.py"
     assert harness_file.is_file()  # known-bad: it is there for any process outside the sandbox
     ws.write_file("kernels/leak.cpp", f'#include "{harness_file}"\nint leak = 0;\n')
     result = compile.build(ws, "cpu")

@@ -3,8 +3,8 @@ processes, are in test_verify.py and test_problem.py)."""
 
 import pytest
 
-from gpu_workers.harness import failure
-from gpu_workers.harness.runner_process import RunnerDied, RunnerFailed
+from gpu_workers.harness.judge import failure
+from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerFailed
 
 
 @pytest.mark.parametrize(

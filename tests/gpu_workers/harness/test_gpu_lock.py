@@ -2,11 +2,11 @@ import subprocess
 import sys
 import time
 
-from gpu_workers.harness import gpu_lock
+from gpu_workers.harness.judge import gpu_lock
 
 HOLDER = """
 import time
-from gpu_workers.harness import gpu_lock
+from gpu_workers.harness.judge import gpu_lock
 with gpu_lock.hold("cpu"):
     print("held", flush=True)
     time.sleep(1.5)

@@ -13,8 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpu_workers.harness import graph
-from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.capture import graph
+from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.session import Session
 from tests.conftest import FIXTURES, problem_source
 

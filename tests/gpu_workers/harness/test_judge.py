@@ -6,10 +6,10 @@ import shutil
 import pytest
 import torch
 
-from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import runner_process
-from gpu_workers.harness.protocol import LOOSE
-from gpu_workers.harness.runner_process import RunnerFailed
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge import runner_process
+from gpu_workers.harness.judge.protocol import LOOSE
+from gpu_workers.harness.judge.runner_process import RunnerFailed
 from tests.conftest import FIXTURES
 
 

@@ -6,7 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gpu_workers.harness import compile, precompiled_header, settings, workspace
+from gpu_workers.harness import settings
+from gpu_workers.harness.build import compile, precompiled_header, workspace
 from tests.conftest import candidate_dir
 
 

@@ -1,9 +1,10 @@
 import pytest
 import torch
 
-from gpu_workers.harness import problem, sensitivity, validation
+from gpu_workers.harness.judge import sensitivity, validation
+from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
-from gpu_workers.harness.protocol import LOOSE
+from gpu_workers.harness.runner import problem
 from tests.conftest import problem_source
 
 

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from gpu_workers.harness import failure, roofline
-from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import profile as profile_mod
-from gpu_workers.harness.judge import Batches
-from gpu_workers.harness.protocol import LOOSE
-from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness.judge import failure, roofline
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge import profile as profile_mod
+from gpu_workers.harness.judge.judge import Batches
+from gpu_workers.harness.judge.protocol import LOOSE
+from gpu_workers.harness.judge.source_gate import Violation
 from tests.conftest import FIXTURES
 from tests.gpu_workers.harness.evaluation import codes, evaluate, profile_past_the_gate
 

@@ -1,5 +1,5 @@
-from gpu_workers.harness.protocol import FP32_STRICT, LOOSE
-from gpu_workers.harness.roofline import Peaks, floor_ms
+from gpu_workers.harness.judge.protocol import FP32_STRICT, LOOSE
+from gpu_workers.harness.judge.roofline import Peaks, floor_ms
 
 H100ISH = Peaks(device="gpu", bandwidth_gbs=3000.0, fp32_tflops=50.0, tensor_tflops=750.0)
 

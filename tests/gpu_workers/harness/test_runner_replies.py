@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_workers.harness import candidate_side, reference_side
-from gpu_workers.harness.runner_replies import (
+from gpu_workers.harness.judge.runner_replies import (
     MAX_DIMS,
     MAX_ELEMENTS,
     MAX_TENSORS,
@@ -17,6 +16,7 @@ from gpu_workers.harness.runner_replies import (
     BadReply,
     check,
 )
+from gpu_workers.harness.runner import candidate_side, reference_side
 
 TENSOR = {"dtype": "float32", "shape": [256, 1024]}
 TIME = {"fn": "eager", "slot": 1, "into": "none"}

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_workers.harness import sandbox, settings
+from gpu_workers.harness import settings
+from gpu_workers.harness.sandbox import launch as sandbox
 
 REPO = settings.REPO_ROOT
 

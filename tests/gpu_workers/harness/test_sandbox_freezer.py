@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from gpu_workers.harness import runner_process, sandbox
-from gpu_workers.harness.process_census import descendants
-from gpu_workers.harness.protocol import LOOSE
-from gpu_workers.harness.sandbox_freezer import Census
+from gpu_workers.harness.judge import runner_process
+from gpu_workers.harness.judge.protocol import LOOSE
+from gpu_workers.harness.sandbox import launch as sandbox
+from gpu_workers.harness.sandbox.census import descendants
+from gpu_workers.harness.sandbox.freezer import Census
 from gpu_workers.harness.session import Session
 from tests.conftest import problem_source
 from tests.gpu_workers.harness.attacks import submit

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpu_workers.harness import shared_buffers
+from gpu_workers.harness.judge import shared_buffers
 
 STAND_IN = r"""
 #include <stddef.h>

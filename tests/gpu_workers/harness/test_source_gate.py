@@ -1,6 +1,6 @@
 import pytest
 
-from gpu_workers.harness.source_gate import check_cpp, check_python
+from gpu_workers.harness.judge.source_gate import check_cpp, check_python
 
 
 def codes(violations):

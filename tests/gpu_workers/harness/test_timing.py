@@ -4,7 +4,7 @@ import time
 
 import torch
 
-from gpu_workers.harness import timing
+from gpu_workers.harness.judge import timing
 
 
 def test_patched_clocks_do_not_change_measured_times(monkeypatch):

@@ -3,8 +3,8 @@ on the cpu target, with real compiles and real sandboxed processes."""
 
 import pytest
 
-from gpu_workers.harness import sensitivity
-from gpu_workers.harness.protocol import FP32_STRICT, LOOSE, Protocol
+from gpu_workers.harness.judge import sensitivity
+from gpu_workers.harness.judge.protocol import FP32_STRICT, LOOSE, Protocol
 from tests.gpu_workers.harness.evaluation import codes, evaluate
 
 

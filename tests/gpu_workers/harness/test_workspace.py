@@ -1,6 +1,6 @@
 import pytest
 
-from gpu_workers.harness import workspace
+from gpu_workers.harness.build import workspace
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from gpu_workers.harness.problem_source import ProblemError, check_source
 def test_it_offers_the_harness_protocols():
     from django.conf import settings
 
-    from gpu_workers.harness.protocol import PROTOCOLS
+    from gpu_workers.harness.judge.protocol import PROTOCOLS
 
     assert sorted(settings.PROTOCOLS) == sorted(PROTOCOLS)
 

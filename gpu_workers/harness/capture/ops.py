@@ -3,7 +3,7 @@ methods and calls lower to which core op, and how a call's arguments bind to nam
 
 A call_function target or a call_method name maps to (kind, the names of its arguments in
 positional order, the tensor first); None accepts any arguments (the op ignores them). The kind
-names a `_lower_<kind>` method of graph_lowering.Lowering, or is emitted as a unary op when there
+names a `_lower_<kind>` method of lowering.Lowering, or is emitted as a unary op when there
 is none: a new op is one entry here, plus a lowering method when its arguments need one.
 """
 

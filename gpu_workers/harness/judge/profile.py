@@ -21,13 +21,14 @@ from pathlib import Path
 
 import torch
 
-from gpu_workers.harness import environment, failure, roofline, runner_process, settings
-from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import problem as problem_mod
-from gpu_workers.harness.judge import Batches, Judge
-from gpu_workers.harness.protocol import Protocol
-from gpu_workers.harness.runner_process import RunnerDied, RunnerError, RunnerProcess
-from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness import settings
+from gpu_workers.harness.judge import environment, failure, roofline, runner_process
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge.judge import Batches, Judge
+from gpu_workers.harness.judge.protocol import Protocol
+from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerError, RunnerProcess
+from gpu_workers.harness.judge.source_gate import Violation
+from gpu_workers.harness.runner import problem as problem_mod
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_workers.harness import settings
-from gpu_workers.harness.workspace_paths import (
+from gpu_workers.harness.build.workspace_paths import (
     MAX_FILE_BYTES,
     READ_ONLY,
     relative_path,

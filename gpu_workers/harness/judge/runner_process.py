@@ -1,4 +1,4 @@
-"""The judge's handle on one runner: a sandboxed `gpu_workers.harness.runner` process and the
+"""The judge's handle on one runner: a sandboxed `gpu_workers.harness.runner.main` process and the
 socket to it. Whatever the process does (raises, exits, hangs, answers nonsense) becomes a
 RunnerFailed (its code raised) or a RunnerDied (it is gone), never a crash of the judge."""
 
@@ -9,10 +9,11 @@ import socket
 import time
 from pathlib import Path
 
-from gpu_workers.harness import runner_replies, sandbox
-from gpu_workers.harness.channel import NO_ANSWER, Channel, RunnerGone
-from gpu_workers.harness.child_output import OutputTail
-from gpu_workers.harness.sandbox_freezer import Census, Freezer, NotStopped
+from gpu_workers.harness.judge import runner_replies
+from gpu_workers.harness.judge.channel import NO_ANSWER, Channel, RunnerGone
+from gpu_workers.harness.sandbox import launch as sandbox
+from gpu_workers.harness.sandbox.child_output import OutputTail
+from gpu_workers.harness.sandbox.freezer import Census, Freezer, NotStopped
 
 # cpu: fresh allocations hold a garbage pattern, the host's stand-in for NaN-filling free GPU
 # memory (threat 2). One thread per runner: a parallel region waits for its slowest thread, so
@@ -38,7 +39,7 @@ class RunnerDied(RunnerError):
 
 class RunnerProcess:
     """With `frozen`, the runner's whole sandbox is stopped whenever it is not answering a
-    command (sandbox_freezer): it runs only while the judge waits on it."""
+    command (sandbox.freezer): it runs only while the judge waits on it."""
 
     def __init__(
         self,
@@ -60,7 +61,7 @@ class RunnerProcess:
         self._log = OutputTail(_LOG_BYTES)
         try:
             self.proc = sandbox.start(
-                sandbox.python_argv("gpu_workers.harness.runner", role, str(child.fileno())),
+                sandbox.python_argv("gpu_workers.harness.runner.main", role, str(child.fileno())),
                 cwd=cwd,
                 device=device,
                 view=view,

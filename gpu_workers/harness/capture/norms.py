@@ -15,13 +15,13 @@ import math
 
 from torch import fx, nn
 
-from gpu_workers.harness.graph_ops import UNSUPPORTED, Unsupported
+from gpu_workers.harness.capture.ops import UNSUPPORTED, Unsupported
 
 STATS = ("mean", "var")  # a batch norm's running statistics: running_mean, running_var
 
 
 class NormLowering:
-    """Mixed into graph_lowering.Lowering: uses its _tensor, _value, _dims, _emit and nodes."""
+    """Mixed into lowering.Lowering: uses its _tensor, _value, _dims, _emit and nodes."""
 
     # ---- steps ----
     def _step(self, node: fx.Node, step: str, op: str, args: list, out_shape, **attrs) -> dict:

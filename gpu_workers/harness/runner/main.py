@@ -1,11 +1,12 @@
-"""The program a runner runs, inside the sandbox: `python -m gpu_workers.harness.runner ROLE FD`.
+"""The program a runner runs, inside the sandbox: `python -m gpu_workers.harness.runner.main
+ROLE FD`.
 
 A runner executes untrusted code for the judge and nothing else: the *reference* runner the
 problem's Model, the *candidate* runner the candidate's ModelNew. It answers one command at a
-time on the socket FD (gpu_workers.harness.channel) and works on buffers the judge lends it
-(gpu_workers.harness.shared_buffers). It decides nothing: the judge holds the seeds' purpose,
+time on the socket FD (gpu_workers.harness.judge.channel) and works on buffers the judge lends it
+(gpu_workers.harness.judge.shared_buffers). It decides nothing: the judge holds the seeds' purpose,
 the references, the tolerances and the clock, and reads everything a runner says as a claim.
-The clocks are bound before any user code is imported (gpu_workers.harness.timing).
+The clocks are bound before any user code is imported (gpu_workers.harness.judge.timing).
 """
 
 from __future__ import annotations
@@ -14,13 +15,10 @@ import sys
 import traceback
 from pathlib import Path
 
-from gpu_workers.harness import (
-    candidate_side,
-    reference_side,
-    timing,  # noqa: I001 - binds the clocks before user code (threat 6)
-)
-from gpu_workers.harness.channel import Channel, RunnerGone
-from gpu_workers.harness.runner_state import RunnerState
+from gpu_workers.harness.judge import timing  # binds the clocks before user code (threat 6)
+from gpu_workers.harness.judge.channel import Channel, RunnerGone
+from gpu_workers.harness.runner import candidate_side, reference_side
+from gpu_workers.harness.runner.state import RunnerState
 
 ROLES = {"reference": reference_side.COMMANDS, "candidate": candidate_side.COMMANDS}
 

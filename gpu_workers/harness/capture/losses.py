@@ -1,7 +1,7 @@
 """Losses lowered to the IR's core ops: an elementwise term, then the reduction the call asks for
 (mean, sum, batchmean or none). MSE, L1, smooth L1 and Huber, KL divergence, cosine similarity,
 the triplet margin loss and cross-entropy over int64 class targets; the steps are named
-`<call>.<step>` as in graph_norms.
+`<call>.<step>` as in norms.
 """
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from __future__ import annotations
 import torch
 from torch import fx
 
-from gpu_workers.harness.graph_norms import tensor_shape
-from gpu_workers.harness.graph_ops import UNSUPPORTED, Unsupported, dtype_name
+from gpu_workers.harness.capture.norms import tensor_shape
+from gpu_workers.harness.capture.ops import UNSUPPORTED, Unsupported, dtype_name
 
 REDUCTIONS = ("mean", "sum", "none")
 
 
 class LossLowering:
-    """Mixed into graph_lowering.Lowering, beside graph_norms.NormLowering (its _step)."""
+    """Mixed into lowering.Lowering, beside norms.NormLowering (its _step)."""
 
     def _loss_operands(self, bound: dict, second="target") -> tuple[dict, dict, list[int]]:
         a, b = bound["input"], bound[second]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from torch import fx
 
-from gpu_workers.harness.graph_ops import UNSUPPORTED, Unsupported
+from gpu_workers.harness.capture.ops import UNSUPPORTED, Unsupported
 
 
 class PoolLowering:
-    """Mixed into graph_lowering.Lowering: uses its _tensor, _value and _emit."""
+    """Mixed into lowering.Lowering: uses its _tensor, _value and _emit."""
 
     def _lower_max_pool1d(self, node: fx.Node, bound: dict) -> None:
         self._pool(node, bound, "max_pool", 1)

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpu_workers.harness import settings
-from gpu_workers.harness.child_output import OutputTail
-from gpu_workers.harness.process_census import ProcessWatch
+from gpu_workers.harness.sandbox.census import ProcessWatch
+from gpu_workers.harness.sandbox.child_output import OutputTail
 
 # Variables a child may inherit; everything else (database and broker URLs, API keys, tokens)
 # is dropped.
@@ -108,7 +108,7 @@ class SandboxResult:
             name = signal.Signals(-self.returncode).name
             hint = {"SIGSEGV": "segmentation fault", "SIGKILL": "killed (out of memory?)"}
             return f"crashed with {name} ({hint.get(name, 'signal')})"
-        if self.returncode == 3:  # sandbox_entry's code for an exception in user code
+        if self.returncode == 3:  # sandbox.entry's code for an exception in user code
             return f"raised {last_line(self.stderr)}"
         return f"exited with status {self.returncode}: {last_line(self.stderr)}"
 
@@ -535,7 +535,7 @@ def run_step(
     timeout_s: float,
     view: View | None = None,
 ) -> tuple[dict, str | None]:
-    """Runs one sandbox_entry step; returns its JSON result, or a one-line failure. The child
+    """Runs one sandbox.entry step; returns its JSON result, or a one-line failure. The child
     reads its request in `workdir` and what `view` names, and writes nothing the host keeps but
     its result (a pipe, at most MAX_STEP_RESULT_BYTES) and the tail of its output."""
     view = view or View()
@@ -545,7 +545,7 @@ def run_step(
     try:
         outcome = run(
             python_argv(
-                "gpu_workers.harness.sandbox_entry", step, str(request_path), str(result.write_fd)
+                "gpu_workers.harness.sandbox.entry", step, str(request_path), str(result.write_fd)
             ),
             cwd=workdir,
             device=device,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness import sensitivity, source_gate
-from gpu_workers.harness.failure import CANDIDATE
-from gpu_workers.harness.judge import TRIAL_SLOT, Judge
-from gpu_workers.harness.runner_process import RunnerDied, RunnerFailed, RunnerProcess
-from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge import sensitivity, source_gate
+from gpu_workers.harness.judge.failure import CANDIDATE
+from gpu_workers.harness.judge.judge import TRIAL_SLOT, Judge
+from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerFailed, RunnerProcess
+from gpu_workers.harness.judge.source_gate import Violation
 
 
 @dataclass

@@ -21,7 +21,7 @@ import signal
 import time
 from dataclasses import dataclass
 
-from gpu_workers.harness.process_census import descendants
+from gpu_workers.harness.sandbox.census import descendants
 
 # How long the threads of a stopped sandbox may take to reach the stopped state: a thread in
 # the kernel (a driver call, a page fault) stops when it returns to user space.

@@ -9,8 +9,10 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpu_workers.harness import environment, sandbox, settings
-from gpu_workers.harness.protocol import Protocol
+from gpu_workers.harness import settings
+from gpu_workers.harness.judge import environment
+from gpu_workers.harness.judge.protocol import Protocol
+from gpu_workers.harness.sandbox import launch as sandbox
 
 
 @dataclass
@@ -53,7 +55,7 @@ def peaks(device: str) -> Peaks:
 def measure_in_child(request: dict) -> dict:
     import torch
 
-    from gpu_workers.harness import timing
+    from gpu_workers.harness.judge import timing
 
     device = request["device"]
     torch.backends.cuda.matmul.allow_tf32 = False

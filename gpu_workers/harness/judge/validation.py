@@ -15,14 +15,14 @@ from pathlib import Path
 
 import torch
 
-from gpu_workers.harness import failure, profile, runner_process, sensitivity
-from gpu_workers.harness import judge as judge_mod
-from gpu_workers.harness.judge import Judge
-from gpu_workers.harness.problem import describe
+from gpu_workers.harness.judge import failure, profile, runner_process, sensitivity
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge.judge import Judge
+from gpu_workers.harness.judge.protocol import Protocol
+from gpu_workers.harness.judge.runner_process import RunnerError
+from gpu_workers.harness.judge.sensitivity import close
 from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256
-from gpu_workers.harness.protocol import Protocol
-from gpu_workers.harness.runner_process import RunnerError
-from gpu_workers.harness.sensitivity import close
+from gpu_workers.harness.runner.problem import describe
 
 _FIRST, _OTHER, _COMPILED = 4, 5, 6  # slots beside the trial and timing ones
 _INPUT_INDEPENDENT = (

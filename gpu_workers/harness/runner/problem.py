@@ -1,6 +1,6 @@
 """Problems in KernelBench format: `class Model(nn.Module)`, `get_inputs()`, `get_init_inputs()`:
 what a runner does with them (load, build, draw inputs, count work) inside the sandbox. The
-judge's side of validation is gpu_workers.harness.validation."""
+judge's side of validation is gpu_workers.harness.judge.validation."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from gpu_workers.harness.judge.protocol import Protocol
 from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256  # noqa: F401
-from gpu_workers.harness.protocol import Protocol
 
 
 def load_module(path: Path, name: str):

@@ -5,7 +5,7 @@ The parent side (`capture`) never imports the problem: a sandboxed child (the `g
 traces it with `torch.fx.symbolic_trace` (or, for a forward whose Python control flow keeps fx
 out, TorchDynamo's whole-graph capture on the seeded inputs), propagates shapes on the seeded
 inputs (`ShapeProp`) and lowers every node that the outputs depend on (`capture_in_child`,
-`lower`; the walk is graph_lowering, the op tables graph_ops). What cannot be lowered is named
+`lower`; the walk is lowering, the op tables ops). What cannot be lowered is named
 in `unsupported`, one string per op: "<op> (<how it was called>): <why>".
 """
 
@@ -20,11 +20,11 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from gpu_workers.harness import sandbox
-from gpu_workers.harness.graph_lowering import Lowering
-from gpu_workers.harness.graph_ops import UNSUPPORTED, dtype_name
+from gpu_workers.harness.capture.lowering import Lowering
+from gpu_workers.harness.capture.ops import UNSUPPORTED, dtype_name
+from gpu_workers.harness.judge.protocol import Protocol
 from gpu_workers.harness.problem_source import ProblemError, check_source
-from gpu_workers.harness.protocol import Protocol
+from gpu_workers.harness.sandbox import launch as sandbox
 
 FORMAT = "kernelarena.graph/1"
 # Input dtypes the capture passes on; the planner refuses an int64 or bool input read other than
@@ -88,7 +88,7 @@ def _directory(workdir: Path | None):
 
 
 def capture_in_child(request: dict) -> dict:
-    from gpu_workers.harness import problem
+    from gpu_workers.harness.runner import problem
 
     device, protocol = request["device"], Protocol.from_request(request["protocol"])
     problem.reference_precision(protocol)

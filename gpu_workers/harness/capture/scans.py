@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from torch import fx
 
-from gpu_workers.harness.graph_norms import tensor_shape
-from gpu_workers.harness.graph_ops import UNSUPPORTED, Unsupported
+from gpu_workers.harness.capture.norms import tensor_shape
+from gpu_workers.harness.capture.ops import UNSUPPORTED, Unsupported
 
 SCAN_IDENTITY = {"cumsum": 0, "cumprod": 1}  # what an exclusive scan's first output is
 HELD = "is supported only around a cumsum or cumprod (a reverse or exclusive scan)"
@@ -34,7 +34,7 @@ class Deferred:
 
 
 class ScanLowering:
-    """Mixed into graph_lowering.Lowering: uses its _tensor, _value, _emit, refs and deferred."""
+    """Mixed into lowering.Lowering: uses its _tensor, _value, _emit, refs and deferred."""
 
     def _lower_cumsum(self, node: fx.Node, bound: dict) -> None:
         self._scan(node, "cumsum", bound)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from gpu_workers.harness.shared_buffers import DTYPES
+from gpu_workers.harness.judge.shared_buffers import DTYPES
 
 MAX_TENSORS = 256  # inputs or outputs of one call (flattened)
 MAX_DIMS = 32
@@ -102,7 +102,7 @@ def shape(value, request: dict, where: str) -> None:
 
 
 def plain_value(value, request: dict, where: str) -> None:
-    """What get_inputs() may return beside tensors (runner_state.describe_inputs)."""
+    """What get_inputs() may return beside tensors (runner.state.describe_inputs)."""
     if value is None or isinstance(value, bool | float):
         return  # a float may be NaN or infinite: it is an input, not a measurement
     if _is_int(value) and -MAX_COUNT - 1 <= value <= MAX_COUNT:
@@ -179,11 +179,11 @@ OUTPUTS = list_of(TENSOR)  # what a call returned: flattened tensors' dtypes and
 _ERROR = record(error=text(MAX_TEXT))
 
 REPLIES: dict[str, Schema] = {
-    # both roles (runner_state.COMMON, and each side's load)
+    # both roles (runner.state.COMMON, and each side's load)
     "load": record(),
     "bind": record(),
     "release": record(),
-    # one call, a trial or a timed one (runner_state.time_one, candidate_side.judged_call)
+    # one call, a trial or a timed one (runner.state.time_one, candidate_side.judged_call)
     "time": record(
         time_ms=time_ms,
         violations=list_of(VIOLATION, most=MAX_VIOLATIONS),

@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpu_workers.harness import problem as problem_mod
-from gpu_workers.harness.protocol import Protocol
-from gpu_workers.harness.runner_state import COMMON, RunnerState, checked_call
+from gpu_workers.harness.judge.protocol import Protocol
+from gpu_workers.harness.runner import problem as problem_mod
+from gpu_workers.harness.runner.state import COMMON, RunnerState, checked_call
 
 # Ops ModelNew.forward may dispatch: allocation, metadata and views. Anything else is torch doing
 # the work (threat 1), whether called from Python or from C++ inside the extension.

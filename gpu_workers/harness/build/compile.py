@@ -24,8 +24,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_workers.harness import compile_cache, environment, precompiled_header, sandbox, settings
-from gpu_workers.harness.workspace import Workspace
+from gpu_workers.harness import settings
+from gpu_workers.harness.build import cache as compile_cache
+from gpu_workers.harness.build import precompiled_header
+from gpu_workers.harness.build.workspace import Workspace
+from gpu_workers.harness.judge import environment
+from gpu_workers.harness.sandbox import launch as sandbox
 
 LIBRARY_FILE = f"{settings.EXTENSION_NAME}.so"
 

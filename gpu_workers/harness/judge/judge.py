@@ -1,5 +1,5 @@
 """The judge: the trusted side of an evaluation. It never imports or runs user code. It draws the
-seeds, owns every buffer (gpu_workers.harness.shared_buffers), has the reference runner fill
+seeds, owns every buffer (gpu_workers.harness.judge.shared_buffers), has the reference runner fill
 sets of inputs and reference outputs, lends the candidate runner copies of the inputs, compares
 what comes back on the device, and times batches of calls with its own clock.
 
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gpu_workers.harness.protocol import Protocol
-from gpu_workers.harness.runner_process import RunnerError, RunnerProcess
-from gpu_workers.harness.shared_buffers import SharedBuffer, allocate, dtype_of
-from gpu_workers.harness.source_gate import Violation
-from gpu_workers.harness.timing import CacheFlusher
+from gpu_workers.harness.judge.protocol import Protocol
+from gpu_workers.harness.judge.runner_process import RunnerError, RunnerProcess
+from gpu_workers.harness.judge.shared_buffers import SharedBuffer, allocate, dtype_of
+from gpu_workers.harness.judge.source_gate import Violation
+from gpu_workers.harness.judge.timing import CacheFlusher
 
 # Elements compared at a time: bounds the judge's scratch memory on multi-GB outputs.
 _COMPARE_CHUNK = 1 << 24

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from gpu_workers.harness import problem as problem_mod
-from gpu_workers.harness import sensitivity
-from gpu_workers.harness.protocol import Protocol
-from gpu_workers.harness.runner_state import (
+from gpu_workers.harness.judge import sensitivity
+from gpu_workers.harness.judge.protocol import Protocol
+from gpu_workers.harness.runner import problem as problem_mod
+from gpu_workers.harness.runner.state import (
     COMMON,
     RunnerState,
     copy_outputs,

@@ -1,7 +1,7 @@
 """Lowering a traced, shape-propagated fx graph to the Graph IR's nodes (docs/fusion.md).
 
 `Lowering.run` walks the nodes the outputs depend on, in order; each call is looked up in the
-op tables (graph_ops) and handled by its `_lower_<kind>` method, each nn.Module by its entry in
+op tables (ops) and handled by its `_lower_<kind>` method, each nn.Module by its entry in
 MODULES below. What cannot be lowered is reported once, with the reason, and whatever depends on
 it is skipped.
 """
@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from gpu_workers.harness.graph_losses import LossLowering
-from gpu_workers.harness.graph_norms import NormLowering
-from gpu_workers.harness.graph_ops import (
+from gpu_workers.harness.capture.losses import LossLowering
+from gpu_workers.harness.capture.norms import NormLowering
+from gpu_workers.harness.capture.ops import (
     CONVOLUTIONS,
     FUNCTIONS,
     SHAPE_ONLY,
@@ -32,8 +32,8 @@ from gpu_workers.harness.graph_ops import (
     method_entry,
     module_call,
 )
-from gpu_workers.harness.graph_pooling import PoolLowering
-from gpu_workers.harness.graph_scans import HELD, Deferred, ScanLowering
+from gpu_workers.harness.capture.pooling import PoolLowering
+from gpu_workers.harness.capture.scans import HELD, Deferred, ScanLowering
 
 _NUMBER = (int, float)
 # Ops whose result may be other than float32: argmax / argmin's int64, a view of a mask or index.
@@ -64,7 +64,7 @@ class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering):
         self.refs: dict[fx.Node, dict] = {}  # a lowered node's reference
         self.static: dict[fx.Node, object] = {}  # nodes with a value known at capture
         self.pending: dict[fx.Node, tuple[str, fx.Node, dict]] = {}  # max(x, dim): its values
-        self.deferred: dict[fx.Node, Deferred] = {}  # flips and fills a scan lowers (graph_scans)
+        self.deferred: dict[fx.Node, Deferred] = {}  # flips and fills a scan lowers (scans)
         self.transposed: dict[fx.Node, str] = {}  # w.t() of a 2-D parameter, for x @ w.t()
         self.skipped: set[fx.Node] = set()
         self.order = {node: i for i, node in enumerate(traced.graph.nodes)}

@@ -22,7 +22,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gpu_workers.harness import sandbox, settings
+from gpu_workers.harness import settings
+from gpu_workers.harness.sandbox import launch as sandbox
 
 PRELUDE = "prelude.h"
 # what every binding file includes first (the registry's SKILL.md and the fusion agent's codegen)

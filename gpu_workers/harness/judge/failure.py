@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from gpu_workers.harness.runner_process import RunnerDied, RunnerError
+from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerError
 
 PROBLEM = "problem"
 CANDIDATE = "candidate"

@@ -1,7 +1,8 @@
-"""The program every sandboxed step runs: `python -m gpu_workers.harness.sandbox_entry STEP
-REQUEST.json RESULT_FD`. It binds the clocks (gpu_workers.harness.timing) before any problem or
-candidate code is imported, runs one step, and writes the step's JSON result to the descriptor
-RESULT_FD (a pipe the worker reads, bounded: the step sees no writable folder of the host)."""
+"""The program every sandboxed step runs: `python -m gpu_workers.harness.sandbox.entry STEP
+REQUEST.json RESULT_FD`. It binds the clocks (gpu_workers.harness.judge.timing) before any
+problem or candidate code is imported, runs one step, and writes the step's JSON result to the
+descriptor RESULT_FD (a pipe the worker reads, bounded: the step sees no writable folder of the
+host)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from gpu_workers.harness import (
-    graph,
+from gpu_workers.harness.capture import graph
+from gpu_workers.harness.judge import (
     roofline,
     timing,  # noqa: F401  - binds the clocks first (threat 6)
 )

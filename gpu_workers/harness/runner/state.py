@@ -11,10 +11,10 @@ from pathlib import Path
 
 import torch
 
-from gpu_workers.harness import problem as problem_mod
-from gpu_workers.harness import timing
-from gpu_workers.harness.shared_buffers import LentBuffer, dtype_name, dtype_of, open_lent
-from gpu_workers.harness.source_gate import Violation
+from gpu_workers.harness.judge import timing
+from gpu_workers.harness.judge.shared_buffers import LentBuffer, dtype_name, dtype_of, open_lent
+from gpu_workers.harness.judge.source_gate import Violation
+from gpu_workers.harness.runner import problem as problem_mod
 
 
 @dataclass
