@@ -96,6 +96,7 @@ def test_the_host_scan_sees_a_marker_in_every_location(session):
     planted = []
     try:
         for i, place in enumerate(places):
+            place.mkdir(parents=True, exist_ok=True)  # the kernel cache: none built yet when first
             name = place / f"{PLANTED_NAME}-selftest-{uuid.uuid4().hex}"
             name.write_bytes(b"x")  # found by its name
             planted.append(name)
