@@ -47,6 +47,7 @@ import os
 import queue
 import shlex
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -120,6 +121,8 @@ class StepClock:
                 "seconds": round(seconds, 3),
                 "at": round(started - self.started, 3),
                 "ok": ok,
+                # where a judged step's time went (the Session's verdict says it)
+                **({"phases_s": result["phases_s"]} if result.get("phases_s") else {}),
             }
         )
         return result
@@ -388,6 +391,7 @@ def render(alone: list[dict], together: list[dict], envs: list[dict], commands: 
         verdict = "n/a" if met is None else ("met" if met else "**not met**")
         lines.append(f"| {label} | {measured} | {wanted} | {verdict} |")
     lines += ["", *problem_table(alone)]
+    lines += phase_table(alone)
     if together:
         lines += ["", *together_table(together, alone)]
     lines += ["", END]
@@ -409,6 +413,33 @@ def problem_table(alone: list[dict]) -> list[str]:
             f"| {_fmt(r.get('first_profile_s'))} | {later} | {_fmt(recompile)} "
             f"| {_fmt(r.get('speedup_vs_compile'), 'x')} | {_fmt(r.get('speedup_vs_eager'), 'x')} |"
         )
+    return lines
+
+
+def phase_table(alone: list[dict]) -> list[str]:
+    """Median seconds per phase of the judged steps that ran (each digest's first verify or
+    profile): what a step's time is made of. Parts measured before steps reported their phases
+    have none."""
+    per_digest: dict[tuple, dict] = {}  # a profile repeats its verify's phases
+    for r in alone:
+        for step in r.get("steps") or []:
+            key = (r.get("problem"), step.get("digest"))
+            per_digest.setdefault(key, {}).update(step.get("phases_s") or {})
+    judged: dict[str, list[float]] = {}
+    for phases in per_digest.values():
+        for phase, seconds in phases.items():
+            if phase != "baselines" or seconds > 0.05:  # baselines: only where measured
+                judged.setdefault(phase, []).append(seconds)
+    if not judged:
+        return []
+    lines = [
+        "",
+        "Where a judged step's time goes (median seconds per phase, over the steps that ran it):",
+        "",
+        "| " + " | ".join(judged) + " |",
+        "| " + " | ".join("---" for _ in judged) + " |",
+        "| " + " | ".join(f"{statistics.median(v):.2f} ({len(v)})" for v in judged.values()) + " |",
+    ]
     return lines
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from gpu_workers.harness import settings
@@ -23,6 +25,24 @@ from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.vocabulary import sources_digest
 
 MEASUREMENT_ATTEMPTS = 3
+
+
+class StepPhases:
+    """Seconds per phase of one judged step (waiting for the GPU lock, starting runners, eager
+    alone, trials, timing, stopping the candidate), summed over its attempts: where a step's
+    time goes, shown in its verdict as `phases_s`."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            spent = self.seconds.get(name, 0.0) + time.monotonic() - started
+            self.seconds[name] = round(spent, 3)
 
 
 class Session:
@@ -100,27 +120,44 @@ class Session:
         disagrees) is taken again with a fresh candidate process, up to MEASUREMENT_ATTEMPTS in
         all, before the violation stands (a busy neighbour passes, a cheat does not)."""
         judge = Judge(self.device, self.protocol)
-        with gpu_lock.hold(self.device):
+        phases = StepPhases()
+        with ExitStack() as held:
+            with phases("lock wait"):
+                held.enter_context(gpu_lock.hold(self.device))
             try:
-                reference = self._reference_runner()
-                verdict, measured = None, None
-                for _attempt in range(MEASUREMENT_ATTEMPTS):
-                    # eager alone is timed while no candidate process exists
-                    alone = profile_mod.eager_alone(judge, reference)
-                    with self._candidate_runner(extension_dir) as candidate:
-                        verdict = verdict or verify_mod.trials(judge, reference, candidate)
-                        if not verdict.ok:
-                            return verdict.to_dict(), None
-                        measured = profile_mod.time_candidate(judge, reference, candidate, alone)
-                    if not measured.disturbed(self.protocol):
-                        break
-                return verdict.to_dict(), measured
+                verdict, measured = self._judged_attempts(judge, extension_dir, phases)
+                result = verdict.to_dict()
             except RunnerError as failed:  # the candidate's load raised, or the reference
-                return self._failure(failed), None
+                result, measured = self._failure(failed), None
             finally:
                 judge.free()
                 if self._reference:
                     self._release_reference()
+        result["phases_s"] = phases.seconds
+        return result, measured
+
+    def _judged_attempts(self, judge: Judge, extension_dir: str, phases: StepPhases):
+        with phases("reference start"):
+            reference = self._reference_runner()
+        verdict, measured = None, None
+        for _attempt in range(MEASUREMENT_ATTEMPTS):
+            with phases("eager alone"):  # timed while no candidate process exists
+                alone = profile_mod.eager_alone(judge, reference)
+            with phases("candidate start"):
+                candidate = self._candidate_runner(extension_dir)
+            try:
+                with phases("trials"):
+                    verdict = verdict or verify_mod.trials(judge, reference, candidate)
+                if not verdict.ok:
+                    return verdict, None
+                with phases("timing"):
+                    measured = profile_mod.time_candidate(judge, reference, candidate, alone)
+            finally:
+                with phases("candidate stop"):
+                    candidate.close()
+            if not measured.disturbed(self.protocol):
+                break
+        return verdict, measured
 
     def _candidate_runner(self, extension_dir: str) -> runner_process.RunnerProcess:
         return runner_process.start_candidate(
@@ -162,7 +199,8 @@ class Session:
             return profile_mod.ProfileResult(
                 ok=False, error="not profiled: the candidate did not verify"
             ).to_dict()
-        with gpu_lock.hold(self.device):  # baselines are measured on first use
+        phases = StepPhases()
+        with gpu_lock.hold(self.device), phases("baselines"):  # measured on first use
             try:
                 base = profile_mod.baselines(
                     self._problem_path, self.device, self.protocol, self.workdir
@@ -176,7 +214,10 @@ class Session:
                 return profile_mod.ProfileResult(
                     ok=False, error=str(exc), failed_by=failed_by
                 ).to_dict()
-        return profile_mod.result(base, measured, self.device, self.protocol).to_dict()
+        result = profile_mod.result(base, measured, self.device, self.protocol).to_dict()
+        # the judged step that timed it, and the baselines (cached after a problem's first)
+        result["phases_s"] = {**(verdict.get("phases_s") or {}), **phases.seconds}
+        return result
 
     def graph(self) -> dict:
         """The problem's Graph IR (docs/fusion.md), captured in the sandbox once per session:

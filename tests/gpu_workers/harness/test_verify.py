@@ -1,6 +1,8 @@
 """Each threat in DESIGN.md (Verification) has a known-bad candidate here that must be caught,
 on the cpu target, with real compiles and real sandboxed processes."""
 
+import time
+
 import pytest
 
 from gpu_workers.harness.judge import sensitivity
@@ -15,6 +17,22 @@ def test_a_correct_kernel_verifies_with_its_errors_reported():
     assert result["ok"], result
     assert result["trials"] == LOOSE.trials and result["violations"] == []
     assert result["max_abs_err"] < 1e-5 and result["max_rel_err"] < 1e-6
+
+
+def test_a_judged_step_says_where_its_time_went():
+    started = time.monotonic()
+    verdict = evaluate("relu_scale", "good_relu_scale")
+    spent = time.monotonic() - started
+    judged = ["lock wait", "reference start", "eager alone", "candidate start", "trials"]
+    phases = verdict["verify"]["phases_s"]
+    assert list(phases)[:5] == judged and {"timing", "candidate stop"} <= set(phases), phases
+    # the profile shows the same step's phases and its baselines (measured here, on first use)
+    profile = verdict["profile"]["phases_s"]
+    assert {k: profile[k] for k in phases} == phases and profile["baselines"] > 0, profile
+    assert all(s >= 0 for s in profile.values()) and sum(profile.values()) <= spent, profile
+    # known-bad beside it: a candidate that fails its trials is never timed
+    failed = evaluate("relu_scale", "wrong_result", profile=False)["verify"]
+    assert not failed["ok"] and "timing" not in failed["phases_s"], failed
 
 
 def test_a_correct_row_reduction_verifies():
