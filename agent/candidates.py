@@ -45,7 +45,7 @@ class Candidate:
         """Its outputs were right. A profile verifies first, and it can still fail on the
         candidate's account (faster than the speed of light, a clock that disagrees). A profile
         held only because the machine was disturbed (its failure is the infrastructure's, as
-        harness/failure.py names it: eager drifted while it was timed) leaves the candidate
+        harness/judge/failure.py names it: eager drifted while it was timed) leaves the candidate
         verified with its speed unknown, ranked below every timed one until it is measured
         again: a busy neighbour is not the agent's failure."""
         if self.profile is not None:
