@@ -26,9 +26,10 @@ def test_a_judged_step_says_where_its_time_went():
     judged = ["lock wait", "reference start", "eager alone", "candidate start", "trials"]
     phases = verdict["verify"]["phases_s"]
     assert list(phases)[:5] == judged and {"timing", "candidate stop"} <= set(phases), phases
-    # the profile shows the same step's phases and its baselines (measured here, on first use)
+    # the profile shows the same step's phases and its baselines' (cached after a problem's
+    # first profile, so near zero when another test measured them first)
     profile = verdict["profile"]["phases_s"]
-    assert {k: profile[k] for k in phases} == phases and profile["baselines"] > 0, profile
+    assert {k: profile[k] for k in phases} == phases and "baselines" in profile, profile
     assert all(s >= 0 for s in profile.values()) and sum(profile.values()) <= spent, profile
     # known-bad beside it: a candidate that fails its trials is never timed
     failed = evaluate("relu_scale", "wrong_result", profile=False)["verify"]
