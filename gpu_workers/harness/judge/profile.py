@@ -2,10 +2,10 @@
 
 Baselines (eager, torch.compile default and max-autotune) are timed in a reference runner, where
 no candidate code ever runs, and cached per (problem hash, device, torch, CUDA, protocol). The
-candidate is timed by the judge in batches on inputs drawn fresh every round; the judge's own
-clock around each batch decides whether the candidate's claimed times are believed, every timed
-call's output is checked, and eager batches interleaved with the candidate's only detect drift:
-speedups are always against the cached baselines.
+candidate is timed by the judge one call per command on inputs drawn fresh every round; the
+judge's own clock around each call decides whether the candidate's claimed times are believed,
+every timed call is judged like a trial, and eager calls interleaved with the candidate's only
+detect drift: speedups are always against the cached baselines.
 """
 
 from __future__ import annotations
@@ -159,8 +159,10 @@ _CLOCK_ROUNDS = {"cpu": _MIN_ROUNDS, "cuda": 12}
 _CALL_S = 600.0
 
 
-def _settled(round_index: int, batches, protocol: Protocol, deadline: float) -> bool:
-    if round_index + 1 < _MIN_ROUNDS:
+def _settled(
+    round_index: int, batches, protocol: Protocol, deadline: float, min_rounds: int = _MIN_ROUNDS
+) -> bool:
+    if round_index + 1 < min_rounds:
         return False
     return all(b.spread < protocol.target_spread for b in batches) or time.monotonic() > deadline
 
@@ -262,9 +264,8 @@ def time_candidate(
             if died.role == "reference":
                 raise
             return _died(died, counts)
-        if violations or (
-            round_index + 1 >= _CLOCK_ROUNDS[judge.device]
-            and _settled(round_index, (cand,), protocol, deadline)
+        if violations or _settled(
+            round_index, (cand,), protocol, deadline, _CLOCK_ROUNDS[judge.device]
         ):
             break
     clock = clock_check(cand, eager, judge.device)
