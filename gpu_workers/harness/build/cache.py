@@ -29,7 +29,8 @@ _IGNORED_PARTS = ("__pycache__",)  # what importing model_new.py leaves; never a
 Snapshot = dict[str, str]  # workspace-relative path -> sha256 of its bytes
 
 
-def _sha(*parts: str) -> str:
+def key_of(*parts: str) -> str:
+    """One cache key from its parts, each ended by a NUL so no two lists of parts collide."""
     h = hashlib.sha256()
     for part in parts:
         h.update(part.encode())
@@ -51,8 +52,8 @@ def object_key(first_key: str, dependencies: list[str], files: Snapshot) -> str 
     """The object's content key, or None when a dependency is no longer in the workspace."""
     if any(rel not in files for rel in dependencies):
         return None
-    listing = _sha(*sorted(files))
-    return _sha(first_key, listing, *(f"{rel}\n{files[rel]}" for rel in sorted(dependencies)))
+    listing = key_of(*sorted(files))
+    return key_of(first_key, listing, *(f"{rel}\n{files[rel]}" for rel in sorted(dependencies)))
 
 
 def lookup(first_key: str, files: Snapshot) -> str | None:

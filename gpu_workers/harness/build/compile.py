@@ -12,7 +12,6 @@ objects it links, so an #include of any other file (the harness, the cache, anot
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import shutil
@@ -60,15 +59,7 @@ class Toolchain:
     ldflags: tuple[str, ...]
 
     def digest(self) -> str:
-        return _sha(repr(self), _torch_version())
-
-
-def _sha(*parts: str) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
+        return compile_cache.key_of(repr(self), _torch_version())
 
 
 def _torch_version() -> str:
@@ -150,7 +141,7 @@ def _arch_flags() -> list[str]:
 
 def _source_key(chain: Toolchain, rel: str, text: str) -> str:
     """What finds a source's manifest; its object's key adds what it included (compile_cache)."""
-    return _sha(chain.digest(), rel, text)
+    return compile_cache.key_of(chain.digest(), rel, text)
 
 
 @dataclass
@@ -176,7 +167,8 @@ def _plan(ws: Workspace, device: str, chain: Toolchain) -> _Plan:
 
 
 def _extension_dir(chain: Toolchain, object_keys) -> Path:
-    return settings.cache_dir() / "extensions" / _sha(chain.digest(), *sorted(object_keys))
+    key = compile_cache.key_of(chain.digest(), *sorted(object_keys))
+    return settings.cache_dir() / "extensions" / key
 
 
 def _sources(ws: Workspace, device: str) -> list[Path]:
