@@ -16,15 +16,22 @@ from gpu_workers.harness.capture import graph as graph_mod
 from gpu_workers.harness.judge import environment, failure, gpu_lock, runner_process
 from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge import verify as verify_mod
-from gpu_workers.harness.judge.judge import Judge
+from gpu_workers.harness.judge.judge import Batches, Judge
 from gpu_workers.harness.judge.protocol import LOOSE, Protocol
-from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerError, RunnerFailed
+from gpu_workers.harness.judge.runner_process import (
+    HARNESS,
+    RunnerDied,
+    RunnerError,
+    RunnerFailed,
+)
 from gpu_workers.harness.judge.source_gate import Violation
 from gpu_workers.harness.runner.problem import ProblemError, check_source
 from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.vocabulary import sources_digest
 
 MEASUREMENT_ATTEMPTS = 3
+# How long eager timed alone stands for a session's later steps (Session._eager_alone).
+EAGER_ALONE_FRESH_S = 300.0
 
 
 class StepPhases:
@@ -70,6 +77,9 @@ class Session:
         self._reference: runner_process.RunnerProcess | None = None
         self._verified: tuple[str, tuple[dict, profile_mod.Measurement | None]] | None = None
         self._graph: dict | None = None
+        self._prepared: runner_process.RunnerProcess | None = None  # the next candidate's process
+        self._stages = 0
+        self._alone: tuple[float, Batches] | None = None  # (when, eager timed alone)
 
     # ---- files (what the agent reads and writes) ----
     def list_files(self) -> list[str]:
@@ -96,6 +106,8 @@ class Session:
         return compile_mod.build(self.workspace, self.device)
 
     def compile(self) -> dict:
+        if not (self._verified and self._verified[0] == self._digest()):
+            self._get_ready()  # a judged step follows: while the sources compile
         return self._compile_result().to_dict()
 
     def verify(self) -> dict:
@@ -122,10 +134,13 @@ class Session:
         judge = Judge(self.device, self.protocol)
         phases = StepPhases()
         with ExitStack() as held:
-            with phases("lock wait"):
-                held.enter_context(gpu_lock.hold(self.device))
             try:
-                verdict, measured = self._judged_attempts(judge, extension_dir, phases)
+                with phases("candidate ready"):  # prepared ahead, so rarely waited for
+                    runner = self._ready_candidate()
+                held.callback(runner.close)  # whatever happens before its attempt ends
+                with phases("lock wait"):
+                    held.enter_context(gpu_lock.hold(self.device))
+                verdict, measured = self._judged_attempts(judge, runner, extension_dir, phases)
                 result = verdict.to_dict()
             except RunnerError as failed:  # the candidate's load raised, or the reference
                 result, measured = self._failure(failed), None
@@ -136,16 +151,20 @@ class Session:
         result["phases_s"] = phases.seconds
         return result, measured
 
-    def _judged_attempts(self, judge: Judge, extension_dir: str, phases: StepPhases):
+    def _judged_attempts(self, judge: Judge, runner, extension_dir: str, phases: StepPhases):
         with phases("reference start"):
             reference = self._reference_runner()
         verdict, measured = None, None
-        for _attempt in range(MEASUREMENT_ATTEMPTS):
-            with phases("eager alone"):  # timed while no candidate process exists
-                alone = profile_mod.eager_alone(judge, reference)
-            with phases("candidate start"):
-                candidate = self._candidate_runner(extension_dir)
+        for attempt in range(MEASUREMENT_ATTEMPTS):
+            if attempt:
+                with phases("candidate ready"):
+                    runner = self._ready_candidate()
             try:
+                alone = self._eager_alone(judge, reference, phases, fresh=attempt > 0)
+                with phases("candidate load"):
+                    candidate = runner_process.load_candidate(
+                        runner, extension_dir, self.root, self.device, self.protocol
+                    )
                 with phases("trials"):
                     verdict = verdict or verify_mod.trials(judge, reference, candidate)
                 if not verdict.ok:
@@ -154,15 +173,66 @@ class Session:
                     measured = profile_mod.time_candidate(judge, reference, candidate, alone)
             finally:
                 with phases("candidate stop"):
-                    candidate.close()
+                    runner.close()
+                    shutil.rmtree(runner.stage, ignore_errors=True)
             if not measured.disturbed(self.protocol):
                 break
         return verdict, measured
 
-    def _candidate_runner(self, extension_dir: str) -> runner_process.RunnerProcess:
-        return runner_process.start_candidate(
-            self.root, extension_dir, self.device, self.protocol, self.protocol.step_timeout_s
+    def _eager_alone(self, judge: Judge, reference, phases: StepPhases, fresh: bool) -> Batches:
+        """Eager timed with no candidate code loaded, what drift is judged against: measured on
+        a session's first judged step, again once EAGER_ALONE_FRESH_S have passed, and afresh
+        before a disturbed measurement is retried (so a candidate that slows eager down meets
+        an eager timed just before it, as on a first step)."""
+        now = time.monotonic()
+        if fresh or self._alone is None or now - self._alone[0] > EAGER_ALONE_FRESH_S:
+            with phases("eager alone"):  # before the candidate's code is loaded
+                self._alone = (now, profile_mod.eager_alone(judge, reference))
+        return self._alone[1]
+
+    def _get_ready(self) -> None:
+        """Starts what the next judged step needs, in the background: a candidate process and
+        the reference runner. Called when sources are compiled and after a profile, never during
+        a measurement (a process starting shares the host with the times being taken). Where
+        one cannot start, the step starts it again and reports why."""
+        try:
+            self._prepare_candidate()
+            if self._reference is None:
+                self._begin_reference()
+        except (RunnerError, sandbox.SandboxUnavailable):
+            pass
+
+    def _prepare_candidate(self) -> None:
+        """A candidate process getting ready, in a stage folder of its own
+        (runner_process.prepare_candidate)."""
+        if self._prepared is not None:
+            return
+        self._stages += 1
+        stage = self._base / "candidates" / str(self._stages)
+        stage.mkdir(parents=True)
+        self._prepared = runner_process.prepare_candidate(
+            self.root, stage, self.device, self.protocol.step_timeout_s
         )
+
+    def _ready_candidate(self) -> runner_process.RunnerProcess:
+        """A prepared candidate process that has answered, taken for one candidate. One that
+        died before any candidate code ran is the harness's failure, never the candidate's: a
+        fresh one is tried once before it is reported so."""
+        error = None
+        for _attempt in range(2):
+            try:
+                self._prepare_candidate()  # closes what it started if that failed
+            except RunnerError as exc:
+                error = exc
+                continue
+            runner, self._prepared = self._prepared, None
+            try:
+                runner.settle()
+                return runner
+            except RunnerError as exc:
+                runner.close()
+                error = exc
+        raise RunnerDied(HARNESS, f"a candidate process could not get ready: {error}")
 
     def _failure(self, failed: RunnerError) -> dict:
         """A reference that fails is not the candidate's fault, and the error says so. A
@@ -177,14 +247,23 @@ class Session:
         return result.to_dict()
 
     def _reference_runner(self) -> runner_process.RunnerProcess:
-        if self._reference is None:
-            try:
-                self._reference = runner_process.start_reference(
-                    self._problem_path, self.device, self.protocol, self.protocol.step_timeout_s
-                )
-            except RunnerError as exc:
-                raise RunnerFailed("reference", f"could not load the problem: {exc}") from None
+        try:
+            if self._reference is None:
+                self._begin_reference()
+            self._reference.settle()
+        except RunnerError as exc:
+            if self._reference:
+                self._reference.close()
+                self._reference = None
+            raise RunnerFailed("reference", f"could not load the problem: {exc}") from None
         return self._reference
+
+    def _begin_reference(self) -> None:
+        """The session's reference runner, loading the problem in the background."""
+        if self._reference is None:
+            self._reference = runner_process.begin_reference(
+                self._problem_path, self.device, self.protocol, self.protocol.step_timeout_s
+            )
 
     def _release_reference(self) -> None:
         try:
@@ -217,6 +296,7 @@ class Session:
         result = profile_mod.result(base, measured, self.device, self.protocol).to_dict()
         # the judged step that timed it, and the baselines (cached after a problem's first)
         result["phases_s"] = {**(verdict.get("phases_s") or {}), **phases.seconds}
+        self._get_ready()  # for the next candidate, while this one's verdict is read
         return result
 
     def graph(self) -> dict:
@@ -244,6 +324,9 @@ class Session:
         }
 
     def close(self) -> None:
+        if self._prepared:
+            self._prepared.close()
+            self._prepared = None
         if self._reference:
             self._reference.close()
             self._reference = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerError
+from gpu_workers.harness.judge.runner_process import HARNESS, RunnerDied, RunnerError
 
 PROBLEM = "problem"
 CANDIDATE = "candidate"
@@ -36,6 +36,8 @@ _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 def of_runner_error(error: RunnerError) -> str:
     if error.role == "candidate":
         return CANDIDATE
+    if error.role == HARNESS:
+        return INFRASTRUCTURE
     text = str(error)
     if _OUT_OF_MEMORY.search(text) or _MISSING_MODULE.search(text):
         return INFRASTRUCTURE

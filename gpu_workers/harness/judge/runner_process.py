@@ -4,6 +4,7 @@ RunnerFailed (its code raised) or a RunnerDied (it is gone), never a crash of th
 
 from __future__ import annotations
 
+import shutil
 import signal
 import socket
 import time
@@ -21,6 +22,11 @@ from gpu_workers.harness.sandbox.freezer import Census, Freezer, NotStopped
 # eager, torch.compile and the candidate all race single-threaded.
 _CPU_ENV = {"MALLOC_PERTURB_": "128", "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 _LOG_BYTES = 64_000
+
+
+# The role of an error that is the harness's own: a candidate process that died before any
+# candidate code ran in it (failure.of_runner_error makes it an infrastructure failure).
+HARNESS = "harness"
 
 
 class RunnerError(Exception):
@@ -76,9 +82,13 @@ class RunnerProcess:
             child.close()
             self._log.child_started()
         self.channel = Channel(parent)
+        self._closed = False
+        self._asked: tuple[str, dict] | None = None  # a command sent by `ask`, not yet answered
+        self.stage: Path | None = None  # a candidate's folder for its extension (prepare_candidate)
         self._freezer = Freezer(sandbox.root_pid(self.proc)) if frozen else None
 
     def call(self, command: str, fds: list[int] | tuple[int, ...] = (), timeout_s=None, **fields):
+        self.settle()
         if self._freezer:
             self._freezer.thaw()
         try:
@@ -88,6 +98,29 @@ class RunnerProcess:
             self.last_wall_ms = (time.perf_counter() - started) * 1e3
         except RunnerGone as gone:
             raise RunnerDied(self.role, self._why(str(gone))) from None
+        return self._read_reply(command, fields, reply, received)
+
+    def ask(self, command: str, **fields) -> None:
+        """Sends a command without waiting for it: the runner works on it while the judge does
+        something else, and `settle` (which the next `call` runs first) reads its reply."""
+        try:
+            self.channel.send({"command": command, **fields})
+        except RunnerGone as gone:
+            raise RunnerDied(self.role, self._why(str(gone))) from None
+        self._asked = (command, fields)
+
+    def settle(self) -> None:
+        """Waits for the reply to the command `ask` sent, if any, and checks it like a call's."""
+        if self._asked is None:
+            return
+        (command, fields), self._asked = self._asked, None
+        try:
+            reply, received = self.channel.receive(self.timeout_s)
+        except RunnerGone as gone:
+            raise RunnerDied(self.role, self._why(str(gone))) from None
+        self._read_reply(command, fields, reply, received)
+
+    def _read_reply(self, command: str, fields: dict, reply: dict, received: list[int]) -> dict:
         self._freeze()
         for fd in received:  # a runner is never trusted with handing the judge memory
             _close(fd)
@@ -147,6 +180,9 @@ class RunnerProcess:
         return sandbox.last_line(text)[:limit] if text else ""
 
     def close(self) -> None:
+        if self._closed:
+            return  # its process group id may already belong to another process
+        self._closed = True
         try:
             self.channel.send({"command": "quit"})
         except RunnerGone:
@@ -171,14 +207,63 @@ def _close(fd: int) -> None:
         pass
 
 
-def start_reference(problem_path: Path, device: str, protocol, timeout_s: float = 600):
-    """A reference runner with the problem loaded. It sees the problem's own folder and nothing
-    of any candidate's: give it a folder holding model.py alone."""
+def begin_reference(problem_path: Path, device: str, protocol, timeout_s: float = 600):
+    """A reference runner that loads the problem while the judge does other work (`settle`, or
+    its first call, waits for it). It sees the problem's own folder and nothing of any
+    candidate's: give it a folder holding model.py alone."""
     folder = problem_path.parent
     runner = RunnerProcess("reference", device, sandbox.View(readable=(folder,)), folder, timeout_s)
     try:
+        runner.ask("load", problem=str(problem_path), device=device, protocol=protocol.to_request())
+    except BaseException:
+        runner.close()
+        raise
+    return runner
+
+
+def start_reference(problem_path: Path, device: str, protocol, timeout_s: float = 600):
+    """A reference runner with the problem loaded."""
+    runner = begin_reference(problem_path, device, protocol, timeout_s)
+    try:
+        runner.settle()
+    except BaseException:  # its code failed, or the task's time limit came while it loaded
+        runner.close()
+        raise
+    return runner
+
+
+def prepare_candidate(workspace: Path, stage: Path, device: str, timeout_s: float):
+    """A fresh candidate runner that gets ready (imports, the device's context, the first use of
+    the judge's checks) while the judge does other work, before any candidate code exists: it
+    sees the workspace and `stage`, an empty folder of its own where `load_candidate` puts the
+    extension it is to run. One process per candidate still: it is loaded once, then stopped."""
+    view = sandbox.View(readable=(workspace, stage))
+    runner = RunnerProcess("candidate", device, view, workspace, timeout_s, frozen=True)
+    runner.stage = stage
+    try:
+        runner.ask("prepare", device=device)
+    except BaseException:
+        runner.close()
+        raise
+    return runner
+
+
+def load_candidate(
+    runner: RunnerProcess, extension_dir: str, workspace: Path, device: str, protocol
+):
+    """ModelNew loaded in a prepared runner, from a copy of the extension in its stage folder."""
+    stage = runner.stage
+    if Path(extension_dir) != stage:
+        for built in Path(extension_dir).iterdir():
+            shutil.copyfile(built, stage / built.name)
+    try:
         runner.call(
-            "load", problem=str(problem_path), device=device, protocol=protocol.to_request()
+            "load",
+            workspace=str(workspace),
+            extension_dir=str(stage),
+            device=device,
+            # the candidate gets the arithmetic rules, never a seed
+            protocol={**protocol.to_request(), "secret_seeds": [], "public_seeds": []},
         )
     except BaseException:  # its code failed, or the task's time limit came while it loaded
         runner.close()
@@ -188,18 +273,5 @@ def start_reference(problem_path: Path, device: str, protocol, timeout_s: float 
 
 def start_candidate(workspace: Path, extension_dir: str, device: str, protocol, timeout_s: float):
     """A fresh candidate runner with ModelNew loaded: it sees the workspace and its extension."""
-    view = sandbox.View(readable=(workspace, Path(extension_dir)))
-    runner = RunnerProcess("candidate", device, view, workspace, timeout_s, frozen=True)
-    try:
-        runner.call(
-            "load",
-            workspace=str(workspace),
-            extension_dir=extension_dir,
-            device=device,
-            # the candidate gets the arithmetic rules, never a seed
-            protocol={**protocol.to_request(), "secret_seeds": [], "public_seeds": []},
-        )
-    except BaseException:  # its code failed, or the task's time limit came while it loaded
-        runner.close()
-        raise
-    return runner
+    runner = prepare_candidate(workspace, Path(extension_dir), device, timeout_s)
+    return load_candidate(runner, extension_dir, workspace, device, protocol)

@@ -180,6 +180,7 @@ _ERROR = record(error=text(MAX_TEXT))
 
 REPLIES: dict[str, Schema] = {
     # both roles (runner.state.COMMON, and each side's load)
+    "prepare": record(),
     "load": record(),
     "bind": record(),
     "release": record(),

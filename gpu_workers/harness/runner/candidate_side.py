@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gpu_workers.harness.judge import timing
 from gpu_workers.harness.judge.protocol import Protocol
 from gpu_workers.harness.runner import problem as problem_mod
 from gpu_workers.harness.runner.state import COMMON, RunnerState, checked_call
@@ -91,6 +92,19 @@ def load_candidate(workspace: Path, extension_dir: str, device: str, protocol: P
     return model_new
 
 
+def prepare(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    """Before any candidate code is imported: the device's context, and a first call of the
+    judged-call path (the dispatch observer, the clock) on a tensor of the harness's own. Their
+    one-time costs (imports, lazily loaded CUDA modules; seconds on a GPU host) would otherwise
+    fall on the first trial, inside the judged step."""
+    state.device = message["device"]
+    with torch.no_grad(), ComputeOpObserver():
+        probe = torch.ones(8, device=state.device)
+        timing.time_call(torch.relu, [probe], state.device)
+    state.synchronize()
+    return {}
+
+
 def load(state: RunnerState, message: dict, fds: list[int]) -> dict:
     state.device = message["device"]
     protocol = Protocol.from_request(message["protocol"])
@@ -127,4 +141,4 @@ def judged_call(state: RunnerState, message: dict, fds: list[int]) -> dict:
     return checked_call(state, model_new, message, observer)
 
 
-COMMANDS = {**COMMON, "load": load, "time": judged_call}
+COMMANDS = {**COMMON, "prepare": prepare, "load": load, "time": judged_call}

@@ -28,6 +28,15 @@ def bearer(user) -> tuple[bytes, bytes]:
     return (b"authorization", f"Bearer {issue_token(user)[1]}".encode())
 
 
+@pytest.fixture
+def layer_in_memory(settings):
+    """For the handshakes refused before any event could flow: the refusal never reaches the
+    channel layer, but the refused consumer still waits on a channel of it until the test's
+    event loop closes, and cancelling channels_redis's blocking receive then hung that close on
+    a busy 2-core host (the test waited on pytest-timeout)."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
 def record(run, n: int, kind: str = "thought") -> None:
     for i in range(n):
         record_event(run, kind, {"text": f"step {i}"})
@@ -116,6 +125,7 @@ def _save_quietly(run, n: int) -> None:
 
 
 @pytest.mark.parametrize("who", ["charlie", "anonymous"])
+@pytest.mark.usefixtures("layer_in_memory")
 def test_it_closes_on_a_private_run_of_someone_else(alice, charlie, relu_scale, who):
     run = make_run(alice, make_problem(alice, relu_scale))
     record(run, 1)
@@ -125,6 +135,7 @@ def test_it_closes_on_a_private_run_of_someone_else(alice, charlie, relu_scale, 
         socket = await open_socket(run, headers)
         closed = await socket.receive_output(timeout=WAIT_S)
         assert closed == {"type": "websocket.close", "code": 4404}
+        await socket.disconnect(timeout=WAIT_S)
 
     async_to_sync(scenario)()
 
@@ -141,6 +152,7 @@ def test_anyone_may_watch_a_run_on_a_public_problem(alice, relu_scale):
     async_to_sync(scenario)()
 
 
+@pytest.mark.usefixtures("layer_in_memory")
 def test_it_refuses_a_bad_after(alice, relu_scale):
     run = make_run(alice, make_problem(alice, relu_scale))
     headers = [ORIGIN, bearer(alice)]
@@ -151,10 +163,12 @@ def test_it_refuses_a_bad_after(alice, relu_scale):
             "type": "websocket.close",
             "code": 4400,
         }
+        await socket.disconnect(timeout=WAIT_S)
 
     async_to_sync(scenario)()
 
 
+@pytest.mark.usefixtures("layer_in_memory")
 def test_it_refuses_a_handshake_from_another_site(alice, relu_scale):
     run = make_run(alice, make_problem(alice, relu_scale))
     headers = [(b"origin", b"https://evil.example"), session_cookie(alice)]
@@ -164,5 +178,6 @@ def test_it_refuses_a_handshake_from_another_site(alice, relu_scale):
         socket = WebsocketCommunicator(application, path, headers=headers)
         connected, _ = await socket.connect(timeout=WAIT_S)
         assert not connected
+        await socket.disconnect(timeout=WAIT_S)
 
     async_to_sync(scenario)()

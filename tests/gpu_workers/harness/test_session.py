@@ -1,0 +1,69 @@
+"""A Session judges each candidate in a fresh candidate process that got ready before its step
+(issue 24): started when sources are compiled or after a profile, taken by one candidate, then
+stopped. A prepared process that dies before any candidate code ran is the harness's failure."""
+
+from __future__ import annotations
+
+from gpu_workers.harness.build import workspace
+from gpu_workers.harness.judge import runner_process
+from gpu_workers.harness.sandbox import launch as sandbox
+from gpu_workers.harness.session import Session
+from tests.conftest import candidate_dir, problem_source
+from tests.gpu_workers.harness.evaluation import codes
+
+KERNEL = "kernels/relu_scale.cpp"
+
+
+def _session() -> Session:
+    session = Session(problem_source("relu_scale"), device="cpu")
+    workspace.copy_candidate(session.workspace, candidate_dir("cpu", "good_relu_scale"))
+    return session
+
+
+def _edit(session: Session, mark: str) -> None:
+    """Another candidate: the same kernel with a comment, so a fresh extension and verdict."""
+    session.write_file(KERNEL, session.read_file(KERNEL) + f"\n// {mark}\n")
+
+
+def test_each_candidate_runs_in_a_fresh_process_prepared_before_its_step():
+    with _session() as session:
+        assert session.compile()["ok"]
+        first_process = session._prepared
+        assert first_process is not None  # getting ready while the sources compiled
+        first = session.verify()
+        assert first["ok"], first
+        assert session._prepared is None and first_process.proc.poll() is not None  # used, gone
+        assert session.profile()["ok"]
+        second_process = session._prepared  # the next candidate's, after the profile
+        assert second_process is not None
+        assert second_process.proc.pid != first_process.proc.pid
+        _edit(session, "second candidate")
+        assert session.compile()["ok"] and session._prepared is second_process
+        second = session.verify()
+        assert second["ok"], second
+        assert second_process.proc.poll() is not None
+        # eager alone was timed on the session's first step and stands for the next one
+        assert "eager alone" in first["phases_s"] and "eager alone" not in second["phases_s"]
+
+
+def test_a_prepared_process_that_died_is_replaced_and_never_blamed_on_the_candidate(
+    monkeypatch,
+):
+    with _session() as session:
+        assert session.compile()["ok"]
+        sandbox.stop(session._prepared.proc)  # dies before its step
+        replaced = session.verify()
+        assert replaced["ok"], replaced
+        # known-bad: every process the harness starts dies before it is ready
+        real = runner_process.prepare_candidate
+
+        def dying(*args, **kwargs):
+            runner = real(*args, **kwargs)
+            sandbox.stop(runner.proc)
+            return runner
+
+        monkeypatch.setattr(runner_process, "prepare_candidate", dying)
+        _edit(session, "judged while the harness fails")
+        failed = session.verify()
+        assert not failed["ok"] and failed["failed_by"] == "infrastructure", failed
+        assert "could not get ready" in failed["error"] and "process_exit" not in codes(failed)
