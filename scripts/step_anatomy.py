@@ -122,6 +122,8 @@ def run(label: str, source: str, files: dict[str, str], device: str, steps: int,
                 f"candidate {profiled.get('candidate_ms')} ms)"
             )
             print(f"phases: {profiled.get('phases_s') or verified.get('phases_s')}")
+            found = (verified.get("violations") or []) + (profiled.get("violations") or [])
+            print(f"violations: {found}, clock: {profiled.get('clock')}")
             for name, seconds in SPENT.most_common():
                 first = FIRST[name]
                 print(f"  {name:24} {seconds:8.3f} s {COUNT[name]:5} calls, first {first:.3f} s")

@@ -30,6 +30,13 @@ from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.vocabulary import sources_digest
 
 MEASUREMENT_ATTEMPTS = 3
+# Whether the next candidate's process starts while a step is judged, as soon as this step took
+# its own. On a GPU host (16 cores; the timed work on the device) its start (a CPU core for
+# seconds, a CUDA context) is less than what runs sharing the GPU already bring, which the drift
+# and clock checks tolerate; an agent tuning variants back to back (the fusion agent) otherwise
+# waited 7-9 s a step on the H200 for a process started after its previous profile. On the cpu
+# target it would take one of the two cores being timed.
+_PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
 EAGER_ALONE_FRESH_S = 300.0
 
@@ -138,6 +145,8 @@ class Session:
                 with phases("candidate ready"):  # prepared ahead, so rarely waited for
                     runner = self._ready_candidate()
                 held.callback(runner.close)  # whatever happens before its attempt ends
+                if _PREPARE_DURING_STEPS[self.device]:
+                    self._get_ready()  # the next candidate's (or this one's retry)
                 with phases("lock wait"):
                     held.enter_context(gpu_lock.hold(self.device))
                 verdict, measured = self._judged_attempts(judge, runner, extension_dir, phases)
@@ -192,9 +201,9 @@ class Session:
 
     def _get_ready(self) -> None:
         """Starts what the next judged step needs, in the background: a candidate process and
-        the reference runner. Called when sources are compiled and after a profile, never during
-        a measurement (a process starting shares the host with the times being taken). Where
-        one cannot start, the step starts it again and reports why."""
+        the reference runner. Called when sources are compiled, after a profile, and on a GPU
+        host when a step took its process (_PREPARE_DURING_STEPS). Where one cannot start, the
+        step starts it again and reports why."""
         try:
             self._prepare_candidate()
             if self._reference is None:

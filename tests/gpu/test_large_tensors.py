@@ -2,11 +2,15 @@
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from gpu_workers.harness.judge import shared_buffers, validation
 from gpu_workers.harness.judge.protocol import LOOSE
 
+# Sets of several GiB beside other tests' runners (each holds a CUDA context and its own sets)
+# ran an 80 GiB H100 out of memory: these run after the others, alone on the GPU.
+pytestmark = pytest.mark.whole_gpu
 PROBLEMS = Path(__file__).resolve().parents[1] / "fixtures" / "problems" / "gpu"
 
 

@@ -61,3 +61,51 @@ def test_an_input_holding_nan_is_unchanged_when_its_bits_are():
     assert not judge_mod.bitwise_equal(x, payload)
     assert not judge_mod.bitwise_equal(x, x.double())
     assert judge_mod.bitwise_equal(torch.arange(4), torch.arange(4))
+
+
+# ---- comparing outputs: the sums over chunks, read once ----
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of 7 elements, so a 50-element output is compared over several (and a tail)."""
+    monkeypatch.setattr(judge_mod, "_COMPARE_CHUNK", 7)
+
+
+def _compare(reference: torch.Tensor, candidate: torch.Tensor):
+    return judge_mod.compare([reference], [candidate], LOOSE, "trial 0")
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_outputs_within_the_tolerance_pass_with_their_errors_summed_over_chunks():
+    reference = torch.linspace(-3, 3, 50)
+    candidate = reference + 1e-4
+    found, max_abs, max_rel = _compare(reference, candidate)
+    assert found == []
+    assert max_abs == pytest.approx(1e-4, rel=1e-3)
+    expected_rel = (1e-4 * 50**0.5) / float(reference.double().norm())
+    assert max_rel == pytest.approx(expected_rel, rel=1e-3)
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_elements_outside_the_tolerance_in_every_chunk_are_all_counted():
+    reference = torch.linspace(-3, 3, 50)
+    candidate = reference.clone()
+    candidate[::5] += 1.0  # 10 elements, in every chunk of 7
+    found, max_abs, _ = _compare(reference, candidate)
+    assert [v.code for v in found] == ["mismatch"]
+    assert "10 of 50 elements" in found[0].detail
+    assert max_abs == pytest.approx(1.0, rel=1e-5)
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_nan_where_the_reference_has_a_number_is_named_and_shared_nan_is_not():
+    reference = torch.linspace(-3, 3, 50)
+    reference[3] = float("nan")
+    candidate = reference.clone()
+    assert _compare(reference, candidate)[0] == []  # bit-exact, NaN included
+    candidate[0] = 0.5  # off, so the chunked path runs; NaN at 3 is shared
+    candidate[45] = float("nan")  # known-bad: NaN where the reference has a number
+    found, max_abs, _ = _compare(reference, candidate)
+    assert {v.code for v in found} == {"nan_output", "mismatch"}
+    assert max_abs == float("inf")
