@@ -87,6 +87,7 @@ class Session:
         self._prepared: runner_process.RunnerProcess | None = None  # the next candidate's process
         self._stages = 0
         self._alone: tuple[float, Batches] | None = None  # (when, eager timed alone)
+        self._reference_loaded = False
 
     # ---- files (what the agent reads and writes) ----
     def list_files(self) -> list[str]:
@@ -256,30 +257,39 @@ class Session:
         return result.to_dict()
 
     def _reference_runner(self) -> runner_process.RunnerProcess:
+        """The session's reference runner with the problem loaded (under the GPU lock: loading
+        builds the model on the device)."""
         try:
             if self._reference is None:
                 self._begin_reference()
-            self._reference.settle()
+            if not self._reference_loaded:
+                runner_process.load_reference(
+                    self._reference, self._problem_path, self.device, self.protocol
+                )
+                self._reference_loaded = True
         except RunnerError as exc:
-            if self._reference:
-                self._reference.close()
-                self._reference = None
+            self._drop_reference()
             raise RunnerFailed("reference", f"could not load the problem: {exc}") from None
         return self._reference
 
     def _begin_reference(self) -> None:
-        """The session's reference runner, loading the problem in the background."""
+        """The session's reference runner, starting up in the background."""
         if self._reference is None:
             self._reference = runner_process.begin_reference(
-                self._problem_path, self.device, self.protocol, self.protocol.step_timeout_s
+                self._problem_path, self.device, self.protocol.step_timeout_s
             )
+            self._reference_loaded = False
+
+    def _drop_reference(self) -> None:
+        if self._reference:
+            self._reference.close()
+        self._reference = None
 
     def _release_reference(self) -> None:
         try:
             self._reference.call("release")
         except RunnerError:
-            self._reference.close()
-            self._reference = None
+            self._drop_reference()
 
     def profile(self) -> dict:
         verdict, measured = self._verify()
@@ -336,9 +346,7 @@ class Session:
         if self._prepared:
             self._prepared.close()
             self._prepared = None
-        if self._reference:
-            self._reference.close()
-            self._reference = None
+        self._drop_reference()
         if self._owns_root:
             shutil.rmtree(self._base, ignore_errors=True)
 

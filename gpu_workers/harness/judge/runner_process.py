@@ -207,15 +207,21 @@ def _close(fd: int) -> None:
         pass
 
 
-def begin_reference(problem_path: Path, device: str, protocol, timeout_s: float = 600):
-    """A reference runner that loads the problem while the judge does other work (`settle`, or
-    its first call, waits for it). It sees the problem's own folder and nothing of any
-    candidate's: give it a folder holding model.py alone."""
+def begin_reference(problem_path: Path, device: str, timeout_s: float = 600):
+    """A reference runner starting up (its interpreter, torch, the harness) while the judge does
+    other work; `load_reference` gives it the problem. It sees the problem's own folder and
+    nothing of any candidate's: give it a folder holding model.py alone."""
     folder = problem_path.parent
-    runner = RunnerProcess("reference", device, sandbox.View(readable=(folder,)), folder, timeout_s)
+    return RunnerProcess("reference", device, sandbox.View(readable=(folder,)), folder, timeout_s)
+
+
+def load_reference(runner: RunnerProcess, problem_path: Path, device: str, protocol):
+    """The problem loaded in a started reference runner (its device's context made here)."""
     try:
-        runner.ask("load", problem=str(problem_path), device=device, protocol=protocol.to_request())
-    except BaseException:
+        runner.call(
+            "load", problem=str(problem_path), device=device, protocol=protocol.to_request()
+        )
+    except BaseException:  # its code failed, or the task's time limit came while it loaded
         runner.close()
         raise
     return runner
@@ -223,25 +229,20 @@ def begin_reference(problem_path: Path, device: str, protocol, timeout_s: float 
 
 def start_reference(problem_path: Path, device: str, protocol, timeout_s: float = 600):
     """A reference runner with the problem loaded."""
-    runner = begin_reference(problem_path, device, protocol, timeout_s)
-    try:
-        runner.settle()
-    except BaseException:  # its code failed, or the task's time limit came while it loaded
-        runner.close()
-        raise
-    return runner
+    runner = begin_reference(problem_path, device, timeout_s)
+    return load_reference(runner, problem_path, device, protocol)
 
 
 def prepare_candidate(workspace: Path, stage: Path, device: str, timeout_s: float):
-    """A fresh candidate runner that gets ready (imports, the device's context, the first use of
-    the judge's checks) while the judge does other work, before any candidate code exists: it
+    """A fresh candidate runner that gets ready (imports, the first use of the judge's checks;
+    not the device) while the judge does other work, before any candidate code exists: it
     sees the workspace and `stage`, an empty folder of its own where `load_candidate` puts the
     extension it is to run. One process per candidate still: it is loaded once, then stopped."""
     view = sandbox.View(readable=(workspace, stage))
     runner = RunnerProcess("candidate", device, view, workspace, timeout_s, frozen=True)
     runner.stage = stage
     try:
-        runner.ask("prepare", device=device)
+        runner.ask("prepare")
     except BaseException:
         runner.close()
         raise

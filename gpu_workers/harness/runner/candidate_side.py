@@ -93,15 +93,12 @@ def load_candidate(workspace: Path, extension_dir: str, device: str, protocol: P
 
 
 def prepare(state: RunnerState, message: dict, fds: list[int]) -> dict:
-    """Before any candidate code is imported: the device's context, and a first call of the
-    judged-call path (the dispatch observer, the clock) on a tensor of the harness's own. Their
-    one-time costs (imports, lazily loaded CUDA modules; seconds on a GPU host) would otherwise
-    fall on the first trial, inside the judged step."""
-    state.device = message["device"]
+    """Before any candidate code, and without touching the device (a process may get ready
+    while another is timed on it): a first call of the judged-call path (the dispatch observer,
+    the clock) on a host tensor of the harness's own. Its one-time costs (imports; seconds on a
+    GPU host) would otherwise fall on the first trial, inside the judged step."""
     with torch.no_grad(), ComputeOpObserver():
-        probe = torch.ones(8, device=state.device)
-        timing.time_call(torch.relu, [probe], state.device)
-    state.synchronize()
+        timing.time_call(torch.relu, [torch.ones(8)], "cpu")
     return {}
 
 

@@ -109,3 +109,16 @@ def test_nan_where_the_reference_has_a_number_is_named_and_shared_nan_is_not():
     found, max_abs, _ = _compare(reference, candidate)
     assert {v.code for v in found} == {"nan_output", "mismatch"}
     assert max_abs == float("inf")
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_an_infinity_against_a_number_is_a_mismatch_and_a_shared_one_is_not():
+    reference = torch.linspace(-3, 3, 50)
+    reference[10] = float("inf")
+    candidate = reference.clone()
+    candidate[20] += 1e-4  # off within the tolerance, so the chunked path runs
+    assert _compare(reference, candidate)[0] == []  # the infinity agrees
+    candidate[30] = float("-inf")  # known-bad: an infinity where the reference has a number
+    found, max_abs, _ = _compare(reference, candidate)
+    assert [v.code for v in found] == ["mismatch"] and "1 of 50 elements" in found[0].detail
+    assert max_abs == float("inf")
