@@ -30,12 +30,14 @@ from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.vocabulary import sources_digest
 
 MEASUREMENT_ATTEMPTS = 3
-# Whether the next candidate's process starts while a step is judged, as soon as this step took
-# its own. On a GPU host (16 cores; the timed work on the device) its start (a CPU core for
-# seconds, a CUDA context) is less than what runs sharing the GPU already bring, which the drift
-# and clock checks tolerate; an agent tuning variants back to back (the fusion agent) otherwise
-# waited 7-9 s a step on the H200 for a process started after its previous profile. On the cpu
-# target it would take one of the two cores being timed.
+# Candidate processes kept getting ready ahead of the steps that take them, per device, and
+# whether the pool is topped up while a step is judged (as soon as the step took its process).
+# A process's start (an interpreter, torch, the observer's first use; nothing on the device) took
+# 5-7 s on the H200, longer than a judged step there, so an agent tuning variants back to back
+# (the fusion agent) waited for it step after step; two, started in turn during steps, keep one
+# ready. A GPU host's 16 cores leave the judged step's own core alone. On the cpu target one,
+# started outside steps: it would take one of the two cores being timed.
+_PREPARED_PROCESSES = {"cpu": 1, "cuda": 2}
 _PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
 EAGER_ALONE_FRESH_S = 300.0
@@ -84,7 +86,8 @@ class Session:
         self._reference: runner_process.RunnerProcess | None = None
         self._verified: tuple[str, tuple[dict, profile_mod.Measurement | None]] | None = None
         self._graph: dict | None = None
-        self._prepared: runner_process.RunnerProcess | None = None  # the next candidate's process
+        # the next candidates' processes, oldest first (_PREPARED_PROCESSES)
+        self._prepared: list[runner_process.RunnerProcess] = []
         self._stages = 0
         self._alone: tuple[float, Batches] | None = None  # (when, eager timed alone)
         self._reference_loaded = False
@@ -201,41 +204,44 @@ class Session:
         return self._alone[1]
 
     def _get_ready(self) -> None:
-        """Starts what the next judged step needs, in the background: a candidate process and
-        the reference runner. Called when sources are compiled, after a profile, and on a GPU
-        host when a step took its process (_PREPARE_DURING_STEPS). Where one cannot start, the
-        step starts it again and reports why."""
+        """Starts what the next judged steps need, in the background: candidate processes (up
+        to _PREPARED_PROCESSES) and the reference runner. Called when sources are compiled,
+        after a profile, and on a GPU host when a step took its process
+        (_PREPARE_DURING_STEPS). Where one cannot start, the step starts it again and reports
+        why."""
         try:
-            self._prepare_candidate()
+            while len(self._prepared) < _PREPARED_PROCESSES[self.device]:
+                self._prepare_candidate()
             if self._reference is None:
                 self._begin_reference()
         except (RunnerError, sandbox.SandboxUnavailable):
             pass
 
     def _prepare_candidate(self) -> None:
-        """A candidate process getting ready, in a stage folder of its own
+        """One more candidate process getting ready, in a stage folder of its own
         (runner_process.prepare_candidate)."""
-        if self._prepared is not None:
-            return
         self._stages += 1
         stage = self._base / "candidates" / str(self._stages)
         stage.mkdir(parents=True)
-        self._prepared = runner_process.prepare_candidate(
-            self.root, stage, self.device, self.protocol.step_timeout_s
+        self._prepared.append(
+            runner_process.prepare_candidate(
+                self.root, stage, self.device, self.protocol.step_timeout_s
+            )
         )
 
     def _ready_candidate(self) -> runner_process.RunnerProcess:
-        """A prepared candidate process that has answered, taken for one candidate. One that
-        died before any candidate code ran is the harness's failure, never the candidate's: a
-        fresh one is tried once before it is reported so."""
+        """The oldest prepared candidate process, once it has answered, taken for one candidate.
+        One that died before any candidate code ran is the harness's failure, never the
+        candidate's: another is tried once before it is reported so."""
         error = None
         for _attempt in range(2):
-            try:
-                self._prepare_candidate()  # closes what it started if that failed
-            except RunnerError as exc:
-                error = exc
-                continue
-            runner, self._prepared = self._prepared, None
+            if not self._prepared:
+                try:
+                    self._prepare_candidate()  # closes what it started if that failed
+                except RunnerError as exc:
+                    error = exc
+                    continue
+            runner = self._prepared.pop(0)
             try:
                 runner.settle()
                 return runner
@@ -343,9 +349,9 @@ class Session:
         }
 
     def close(self) -> None:
-        if self._prepared:
-            self._prepared.close()
-            self._prepared = None
+        for prepared in self._prepared:
+            prepared.close()
+        self._prepared = []
         self._drop_reference()
         if self._owns_root:
             shutil.rmtree(self._base, ignore_errors=True)

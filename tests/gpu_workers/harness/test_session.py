@@ -1,9 +1,11 @@
 """A Session judges each candidate in a fresh candidate process that got ready before its step
-(issue 24): started when sources are compiled or after a profile, taken by one candidate, then
-stopped. A prepared process that dies before any candidate code ran is the harness's failure."""
+(issue 24): started when sources are compiled, after a profile and (on a GPU host) while a step
+is judged, taken by one candidate, then stopped. A prepared process that dies before any
+candidate code ran is the harness's failure."""
 
 from __future__ import annotations
 
+from gpu_workers.harness import session as session_mod
 from gpu_workers.harness.build import workspace
 from gpu_workers.harness.judge import runner_process
 from gpu_workers.harness.sandbox import launch as sandbox
@@ -25,25 +27,41 @@ def _edit(session: Session, mark: str) -> None:
     session.write_file(KERNEL, session.read_file(KERNEL) + f"\n// {mark}\n")
 
 
+def _stopped(process: runner_process.RunnerProcess) -> bool:
+    return process.proc.poll() is not None
+
+
 def test_each_candidate_runs_in_a_fresh_process_prepared_before_its_step():
     with _session() as session:
         assert session.compile()["ok"]
-        first_process = session._prepared
-        assert first_process is not None  # getting ready while the sources compiled
+        [first_process] = session._prepared  # getting ready while the sources compiled
         first = session.verify()
         assert first["ok"], first
-        assert session._prepared is None and first_process.proc.poll() is not None  # used, gone
+        assert session._prepared == [] and _stopped(first_process)  # used once, then gone
         assert session.profile()["ok"]
-        second_process = session._prepared  # the next candidate's, after the profile
-        assert second_process is not None
+        [second_process] = session._prepared  # the next candidate's, after the profile
         assert second_process.proc.pid != first_process.proc.pid
         _edit(session, "second candidate")
-        assert session.compile()["ok"] and session._prepared is second_process
+        assert session.compile()["ok"] and session._prepared == [second_process]
         second = session.verify()
         assert second["ok"], second
-        assert second_process.proc.poll() is not None
+        assert _stopped(second_process)
         # eager alone was timed on the session's first step and stands for the next one
         assert "eager alone" in first["phases_s"] and "eager alone" not in second["phases_s"]
+
+
+def test_a_gpu_hosts_pool_keeps_processes_starting_while_steps_are_judged(monkeypatch):
+    """The cuda policy (two prepared, the pool topped up during steps), run on the cpu."""
+    monkeypatch.setitem(session_mod._PREPARED_PROCESSES, "cpu", 2)
+    monkeypatch.setitem(session_mod._PREPARE_DURING_STEPS, "cpu", True)
+    with _session() as session:
+        assert session.compile()["ok"]
+        oldest, newer = session._prepared
+        assert session.verify()["ok"]
+        assert _stopped(oldest) and not _stopped(newer)  # the oldest was taken
+        assert session._prepared[0] is newer and len(session._prepared) == 2  # topped up
+        _edit(session, "second candidate")
+        assert session.verify()["ok"] and _stopped(newer)
 
 
 def test_a_prepared_process_that_died_is_replaced_and_never_blamed_on_the_candidate(
@@ -51,7 +69,7 @@ def test_a_prepared_process_that_died_is_replaced_and_never_blamed_on_the_candid
 ):
     with _session() as session:
         assert session.compile()["ok"]
-        sandbox.stop(session._prepared.proc)  # dies before its step
+        sandbox.stop(session._prepared[0].proc)  # dies before its step
         replaced = session.verify()
         assert replaced["ok"], replaced
         # known-bad: every process the harness starts dies before it is ready
