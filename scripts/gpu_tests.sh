@@ -32,7 +32,7 @@ run_tests() {
   python3 -m pytest tests/gpu -q -p no:cacheprovider -p no:django "$@" 2>&1 \
     | tee -a "$OUT/gpu-tests.log" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
 }
-run_tests --durations=30 "${PARALLEL[@]}" -m "not whole_gpu" "$@"
-run_tests --durations=10 -m whole_gpu "$@"
+run_tests --durations=0 "${PARALLEL[@]}" -m "not whole_gpu" "$@"
+run_tests --durations=0 -m whole_gpu "$@"
 echo "tests/gpu: $(( $(date +%s) - started )) s with ${PARALLEL[*]:-one process}" | tee -a "$OUT/gpu.txt"
 exit $status

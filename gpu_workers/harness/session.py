@@ -33,11 +33,12 @@ MEASUREMENT_ATTEMPTS = 3
 # Candidate processes kept getting ready ahead of the steps that take them, per device, and
 # whether the pool is topped up while a step is judged (as soon as the step took its process).
 # A process's start (an interpreter, torch, the observer's first use; nothing on the device) took
-# 5-7 s on the H200, longer than a judged step there, so an agent tuning variants back to back
-# (the fusion agent) waited for it step after step; two, started in turn during steps, keep one
-# ready. A GPU host's 16 cores leave the judged step's own core alone. On the cpu target one,
-# started outside steps: it would take one of the two cores being timed.
-_PREPARED_PROCESSES = {"cpu": 1, "cuda": 2}
+# 5-7 s on the H200 (import torch alone 4-6 s on the lent H100), two or three judged steps
+# there, so an agent tuning variants back to back (the fusion agent) waited for it step after
+# step; three, started in turn during steps, keep one ready. A GPU host's 16 cores leave the
+# judged step's own core alone. On the cpu target one, started outside steps: it would take one
+# of the two cores being timed.
+_PREPARED_PROCESSES = {"cpu": 1, "cuda": 3}
 _PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
 EAGER_ALONE_FRESH_S = 300.0

@@ -164,8 +164,10 @@ class Judge:
         """The slots timed batches rotate through: three where they fit, fewer for sets of
         several GiB. Any number is safe against replayed results, since every set is drawn
         afresh each round and every timed output is checked; more sets only vary the inputs
-        within a batch."""
-        per_slot = 2 * max(self.largest_set_bytes, 1)
+        within a batch. Asked before any set exists, the answer would be three for any size."""
+        if not self.largest_set_bytes:
+            raise RuntimeError("timing_slots: make a set first, its size decides how many fit")
+        per_slot = 2 * self.largest_set_bytes
         fit = int(_TIMING_MEMORY_SHARE * device_memory_bytes(self.device) // per_slot)
         return TIMING_SLOTS[: max(1, min(len(TIMING_SLOTS), fit))]
 
@@ -416,6 +418,20 @@ class Batches:
             return float("inf")
         q = statistics.quantiles(self.times_ms, n=4)
         return (q[2] - q[0]) / self.median_ms if self.median_ms > 0 else float("inf")
+
+    @property
+    def median_error(self) -> float:
+        """The median's standard error over the median: 1.2533 sigma / sqrt(n), sigma from the
+        median absolute deviation, which a busy host's stray stalls do not inflate. What
+        decides when timing has enough calls: an IQR under 1% is rare for a GPU call's
+        microseconds of launch jitter, however many calls were timed."""
+        if len(self.times_ms) < 4:
+            return float("inf")
+        middle = self.median_ms
+        deviation = statistics.median(abs(t - middle) for t in self.times_ms)
+        if middle <= 0:
+            return float("inf")
+        return 1.2533 * 1.4826 * deviation / math.sqrt(len(self.times_ms)) / middle
 
     def summary(self) -> dict:
         if not self.times_ms:

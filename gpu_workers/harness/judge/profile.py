@@ -70,7 +70,8 @@ class ProfileResult:
 # 2: TF32 admitted for the baselines where the protocol admits tensor cores.
 # 3: timed in batches by the judge, in a reference runner.
 # 4: one call per command, the caches flushed by the judge's process, launch latency included.
-BASELINE_METHOD = 4
+# 5: the problem's FLOPs and bytes (its speed-of-light floor) counted and cached with them.
+BASELINE_METHOD = 5
 
 
 def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
@@ -83,7 +84,8 @@ def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
 
 
 def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
-    """Eager and torch.compile times for this problem on this device, measured once."""
+    """Eager and torch.compile times for this problem on this device, and the problem's FLOPs
+    and bytes moved, measured once."""
     path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     if path.is_file():
         return {**json.loads(path.read_text()), "cached": True}
@@ -107,6 +109,8 @@ def measure_baselines(problem_path: Path, device: str, protocol: Protocol, workd
             judge = Judge(device, protocol)
             try:
                 result = time_baselines(judge, reference)
+                # counted here, once, not in a judged step: a first count costs seconds
+                result.update(reference.call("counts", slot=judge_mod.TIMING_SLOTS[0]))
             finally:
                 judge.free()
     except RunnerError as exc:
@@ -164,7 +168,8 @@ def _settled(
 ) -> bool:
     if round_index + 1 < min_rounds:
         return False
-    return all(b.spread < protocol.target_spread for b in batches) or time.monotonic() > deadline
+    precise = all(b.median_error < protocol.target_error for b in batches)
+    return precise or time.monotonic() > deadline
 
 
 def store_baselines(problem_path: Path, device: str, protocol: Protocol, result: dict) -> None:
@@ -181,8 +186,6 @@ class Measurement:
     candidate: dict
     eager: dict  # interleaved with the candidate
     eager_alone: dict  # the same batches just before the candidate's process existed
-    flops: int
-    bytes_moved: int
     violations: list[Violation]
     clock: dict | None = None  # ClockCheck's fields
 
@@ -211,6 +214,8 @@ def eager_alone(judge: Judge, reference: RunnerProcess) -> Batches:
     budget = judge.protocol.timing_budget_s / 4
     warm_until = time.monotonic() + budget / 2
     deadline = warm_until + budget
+    # how many sets fit is known once one exists (6 GiB sets: one on an 80 GB GPU, not three)
+    judge.make_set(reference, judge_mod.TIMING_SLOTS[0], judge_mod.fresh_seeds(1)[0])
     slots = judge.timing_slots()
     while True:
         _fresh_sets(judge, reference, slots)
@@ -243,11 +248,9 @@ def time_candidate(
         judge.release(judge_mod.TRIAL_SLOT)  # sets of GiBs: the verified trial's memory is needed
     cand, eager = Batches(), Batches()
     violations: list[Violation] = []
-    counts = None
     deadline = time.monotonic() + protocol.timing_budget_s
     for round_index in range(-1, _MAX_ROUNDS):  # round -1 warms up and is not recorded
         sets = _fresh_sets(judge, reference, slots)
-        counts = counts or reference.call("counts", slot=slots[0])
         lent = {}
         try:
             for position, slot in enumerate(slots):
@@ -263,7 +266,7 @@ def time_candidate(
         except RunnerDied as died:
             if died.role == "reference":
                 raise
-            return _died(died, counts)
+            return _died(died)
         if violations or _settled(
             round_index, (cand,), protocol, deadline, _CLOCK_ROUNDS[judge.device]
         ):
@@ -274,8 +277,6 @@ def time_candidate(
         cand.summary(),
         eager.summary(),
         alone.summary(),
-        counts["flops"],
-        counts["bytes_moved"],
         violations[:10],
         asdict(clock) if clock else None,
     )
@@ -317,9 +318,9 @@ def _judged(judge, expected, lent, reply, label) -> list[Violation]:
     return [Violation(timed.get(v.code, v.code), v.detail) for v in found]
 
 
-def _died(died: RunnerDied, counts) -> Measurement:
+def _died(died: RunnerDied) -> Measurement:
     violation = Violation("process_exit", f"while timed: {died}")
-    return Measurement({}, {}, {}, (counts or {}).get("flops", 0), 0, [violation])
+    return Measurement({}, {}, {}, [violation])
 
 
 # What a call may cost a process beyond the same call in another, as a share of a quiet call's
@@ -424,7 +425,7 @@ def result(base: dict, measured: Measurement, device: str, protocol: Protocol) -
             )
         )
     peaks = roofline.peaks(device)
-    sol_ms = roofline.floor_ms(measured.flops, measured.bytes_moved, peaks, protocol)
+    sol_ms = roofline.floor_ms(base["flops"], base["bytes_moved"], peaks, protocol)
     if candidate_ms < sol_ms * protocol.sol_slack:
         violations.append(
             Violation(
@@ -448,8 +449,8 @@ def result(base: dict, measured: Measurement, device: str, protocol: Protocol) -
         speedup_vs_compile=compile_ms / candidate_ms if compile_ms else None,
         sol_ms=sol_ms,
         sol_fraction=sol_ms / candidate_ms,
-        flops=measured.flops,
-        bytes_moved=measured.bytes_moved,
+        flops=base["flops"],
+        bytes_moved=base["bytes_moved"],
         samples=measured.candidate["samples"],
         eager_drift=drift,
         baselines_cached=base["cached"],

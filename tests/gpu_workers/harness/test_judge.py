@@ -8,6 +8,7 @@ import torch
 
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import runner_process
+from gpu_workers.harness.judge.judge import Batches
 from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.judge.runner_process import RunnerFailed
 from tests.conftest import FIXTURES
@@ -122,3 +123,35 @@ def test_an_infinity_against_a_number_is_a_mismatch_and_a_shared_one_is_not():
     found, max_abs, _ = _compare(reference, candidate)
     assert [v.code for v in found] == ["mismatch"] and "1 of 50 elements" in found[0].detail
     assert max_abs == float("inf")
+
+
+def test_timing_slots_are_sized_by_a_set_so_none_is_guessed_before_one_exists(reference):
+    judge = judge_mod.Judge("cpu", LOOSE)
+    # known-bad: before any set, the size was taken as nothing and three sets of 6 GiB were
+    # made on an 80 GB GPU, which then had no room for the trial's
+    with pytest.raises(RuntimeError, match="make a set first"):
+        judge.timing_slots()
+    judge.make_set(reference, judge_mod.TIMING_SLOTS[0], seed=7)
+    assert judge.timing_slots() == judge_mod.TIMING_SLOTS  # small sets: all three fit
+    judge.free()
+
+
+def _batches(noise: float, calls: int) -> Batches:
+    """`calls` times of 1 ms, spread evenly over +-noise (a deterministic stand-in for jitter)."""
+    batches = Batches()
+    for i in range(calls):
+        batches.add([1.0 + noise * ((i * 37) % 101 - 50) / 50], 2.0)
+    return batches
+
+
+def test_timing_is_precise_enough_once_the_medians_error_is_under_the_target():
+    # a jittery 5 us kernel (+-10%): precise after enough calls, although its IQR stays
+    # near 10% however many are timed (an IQR under 1% was the old rule: never met)
+    many = _batches(0.1, 1000)
+    assert many.median_error < LOOSE.target_error
+    assert many.spread > 0.05
+    # known-bad: a dozen such calls, or a noisier kernel, are not yet precise
+    assert _batches(0.1, 12).median_error > LOOSE.target_error
+    assert _batches(0.5, 1000).median_error > LOOSE.target_error
+    # a steady kernel is precise after a dozen calls
+    assert _batches(0.01, 12).median_error < LOOSE.target_error

@@ -187,7 +187,7 @@ _BUSY = [1.2, 0.0, 2.5, 0.9, 1.8, 0.0, 3.1, 1.1, 0.7, 2.2, 0.0, 1.4]
 def _measurement(beside: Batches, alone: Batches, violations=()) -> profile_mod.Measurement:
     candidate = _eager(_BUSY)  # the candidate's own claims: whatever they are, believed here
     return profile_mod.Measurement(
-        candidate.summary(), beside.summary(), alone.summary(), 1, 1, list(violations)
+        candidate.summary(), beside.summary(), alone.summary(), list(violations)
     )
 
 
@@ -197,7 +197,7 @@ def cpu_peaks(monkeypatch):
     monkeypatch.setattr(roofline, "peaks", lambda device: roofline.Peaks(device, 1e3, 1e3, 1e3))
 
 
-_BASE = {"eager_ms": 0.6, "compile_ms": 0.5, "cached": True}
+_BASE = {"eager_ms": 0.6, "compile_ms": 0.5, "flops": 1, "bytes_moved": 1, "cached": True}
 
 
 def test_a_busy_hosts_stalls_beside_the_candidate_are_no_drift(cpu_peaks):

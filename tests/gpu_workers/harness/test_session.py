@@ -51,14 +51,16 @@ def test_each_candidate_runs_in_a_fresh_process_prepared_before_its_step():
 
 
 def test_a_gpu_hosts_pool_keeps_processes_starting_while_steps_are_judged(monkeypatch):
-    """The cuda policy (two prepared, the pool topped up during steps), run on the cpu."""
+    """The cuda policy (several prepared, the pool topped up during steps), with two, on the cpu."""
     monkeypatch.setitem(session_mod._PREPARED_PROCESSES, "cpu", 2)
     monkeypatch.setitem(session_mod._PREPARE_DURING_STEPS, "cpu", True)
     with _session() as session:
         assert session.compile()["ok"]
         oldest, newer = session._prepared
-        assert session.verify()["ok"]
-        assert _stopped(oldest) and not _stopped(newer)  # the oldest was taken
+        verdict = session.verify()
+        assert verdict["ok"], verdict
+        assert _stopped(oldest), "the oldest prepared process was not the one taken"
+        assert not _stopped(newer), f"the newer one ended: {newer.output_tail()} {verdict}"
         assert session._prepared[0] is newer and len(session._prepared) == 2  # topped up
         _edit(session, "second candidate")
         assert session.verify()["ok"] and _stopped(newer)
