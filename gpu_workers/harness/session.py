@@ -37,7 +37,8 @@ MEASUREMENT_ATTEMPTS = 3
 # there, so an agent tuning variants back to back (the fusion agent) waited for it step after
 # step; three, started in turn during steps, keep one ready. A GPU host's 16 cores leave the
 # judged step's own core alone. On the cpu target one, started outside steps: it would take one
-# of the two cores being timed.
+# of the two cores being timed. The pool grows with use (Session._pool_size): a session that
+# judges one candidate (a test, a re-grade, a submission) starts no process it never uses.
 _PREPARED_PROCESSES = {"cpu": 1, "cuda": 3}
 _PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
@@ -90,6 +91,7 @@ class Session:
         # the next candidates' processes, oldest first (_PREPARED_PROCESSES)
         self._prepared: list[runner_process.RunnerProcess] = []
         self._stages = 0
+        self._taken = 0  # candidate processes taken by judged steps
         self._alone: tuple[float, Batches] | None = None  # (when, eager timed alone)
         self._reference_loaded = False
 
@@ -150,8 +152,8 @@ class Session:
                 with phases("candidate ready"):  # prepared ahead, so rarely waited for
                     runner = self._ready_candidate()
                 held.callback(runner.close)  # whatever happens before its attempt ends
-                if _PREPARE_DURING_STEPS[self.device]:
-                    self._get_ready()  # the next candidate's (or this one's retry)
+                if _PREPARE_DURING_STEPS[self.device] and self._taken > 1:
+                    self._get_ready()  # the next candidates' (or this one's retry)
                 with phases("lock wait"):
                     held.enter_context(gpu_lock.hold(self.device))
                 verdict, measured = self._judged_attempts(judge, runner, extension_dir, phases)
@@ -205,18 +207,24 @@ class Session:
         return self._alone[1]
 
     def _get_ready(self) -> None:
-        """Starts what the next judged steps need, in the background: candidate processes (up
-        to _PREPARED_PROCESSES) and the reference runner. Called when sources are compiled,
+        """Starts what the next judged steps need, in the background: candidate processes (as
+        many as _pool_size) and the reference runner. Called when sources are compiled,
         after a profile, and on a GPU host when a step took its process
         (_PREPARE_DURING_STEPS). Where one cannot start, the step starts it again and reports
         why."""
         try:
-            while len(self._prepared) < _PREPARED_PROCESSES[self.device]:
+            while len(self._prepared) < self._pool_size():
                 self._prepare_candidate()
             if self._reference is None:
                 self._begin_reference()
         except (RunnerError, sandbox.SandboxUnavailable):
             pass
+
+    def _pool_size(self) -> int:
+        """Processes kept ready: one until the session's second judged candidate, then one
+        more per candidate judged, up to _PREPARED_PROCESSES (an agent profiling variants back
+        to back gets the whole pool from its third)."""
+        return max(1, min(_PREPARED_PROCESSES[self.device], self._taken))
 
     def _prepare_candidate(self) -> None:
         """One more candidate process getting ready, in a stage folder of its own
@@ -245,6 +253,7 @@ class Session:
             runner = self._prepared.pop(0)
             try:
                 runner.settle()
+                self._taken += 1
                 return runner
             except RunnerError as exc:
                 runner.close()

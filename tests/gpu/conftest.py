@@ -12,6 +12,7 @@ import torch
 
 from gpu_workers.harness import settings
 from gpu_workers.harness.build import compile, workspace
+from gpu_workers.harness.judge import gpu_lock
 from tests.conftest import FIXTURES, candidate_dir
 
 if not torch.cuda.is_available():
@@ -23,7 +24,8 @@ def prebuilt_cuda_candidates(tmp_path_factory):
     """Builds every cuda candidate at once (ninja per candidate, in parallel), so the tests that
     follow hit the content-addressed cache instead of compiling one after another. Under
     pytest-xdist every worker asks; one builds under a file lock while the others wait, then
-    find everything cached."""
+    find everything cached. (Building in the background while tests ran took longer on the
+    lent H100: the tests' own runners and compiles slowed down behind it, lock holders too.)"""
     names = sorted(p.name for p in (FIXTURES / "candidates" / "cuda").iterdir())
     root = tmp_path_factory.mktemp("prebuild")
 
@@ -38,6 +40,16 @@ def prebuilt_cuda_candidates(tmp_path_factory):
         fcntl.flock(lock, fcntl.LOCK_EX)
         with ThreadPoolExecutor(max_workers=8) as pool:
             return dict(pool.map(build, names))
+
+
+def pytest_sessionfinish(session):
+    """How long this process held the GPU lock: the tests' GPU time, against their wall time
+    (with six workers, the lock is what they queue on)."""
+    path = os.environ.get("GPU_TEST_LOG")
+    if path:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(path, "a") as log:
+            log.write(f"gpu lock held {gpu_lock.held_seconds():7.1f} s  by {worker}\n")
 
 
 def pytest_runtest_logreport(report):

@@ -11,6 +11,7 @@ objects it links, so an #include of any other file (the harness, the cache, anot
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import re
@@ -20,6 +21,8 @@ import tempfile
 import time
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,15 +190,41 @@ def build(ws: Workspace, device: str) -> CompileResult:
         )
     chain = toolchain(device)
     plan = _plan(ws, device, chain)
-    if not plan.pending():
-        ext_dir = _extension_dir(chain, plan.cached.values())
-        if (ext_dir / LIBRARY_FILE).is_file():
-            return CompileResult(True, time.monotonic() - started, True, "", str(ext_dir))
-    log, ext_dir = _link(ws, device, chain, plan)
+    ready = _cached_extension(chain, plan)
+    if ready is None:
+        # the same sources may be building in another process right now (parallel tests, a
+        # re-grade beside a run): wait for that build and link what it published
+        with _build_lock(plan):
+            plan = _plan(ws, device, chain)
+            ready = _cached_extension(chain, plan)
+            if ready is None:
+                log, ext_dir = _link(ws, device, chain, plan)
+    if ready is not None:
+        return CompileResult(True, time.monotonic() - started, True, "", str(ready))
     seconds = time.monotonic() - started
     if log is not None:
         return CompileResult(False, seconds, False, trim_log(log, ws.root))
     return CompileResult(True, seconds, False, "", str(ext_dir))
+
+
+def _cached_extension(chain: Toolchain, plan: _Plan) -> Path | None:
+    """The extension linked from cached objects alone, when every object and it exist."""
+    if plan.pending():
+        return None
+    ext_dir = _extension_dir(chain, plan.cached.values())
+    return ext_dir if (ext_dir / LIBRARY_FILE).is_file() else None
+
+
+@contextmanager
+def _build_lock(plan: _Plan) -> Iterator[None]:
+    """One build at a time per set of sources, across processes; 256 lock files in all, so a
+    build of other sources rarely waits and the cache holds no lock file per source."""
+    stripe = compile_cache.key_of(*sorted(plan.first_keys.values()))[:2]
+    lock_dir = settings.cache_dir() / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"build-{stripe}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        yield
 
 
 def _memory_per_job(jobs: int) -> int:

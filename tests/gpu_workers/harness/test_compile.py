@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,25 @@ def test_an_unchanged_workspace_is_cached_and_one_changed_file_rebuilds_alone(ws
     assert warm.ok and not warm.cached and warm.extension_dir != first.extension_dir
     new_objects = set((settings.cache_dir() / "objects").iterdir()) - objects_before
     assert len(new_objects) == 1  # only the edited file was compiled
+
+
+def test_the_same_sources_built_at_once_compile_once(tmp_path):
+    """Two processes (parallel tests, a re-grade beside a run) building the same sources: one
+    compiles, the other waits for it and links its objects. Known-bad, without the build lock:
+    both compiled, each saying cached=False."""
+    mark = f"\n// {uuid.uuid4()}\n"
+    spaces = []
+    for name in ("one", "two"):
+        space = workspace.create(tmp_path / name, "class Model: ...", "cpu")
+        workspace.copy_candidate(space, candidate_dir("cpu", "good_relu_scale"))
+        kernel = next(p for p in space.kernel_files(".cpp") if not p.stem.endswith("_binding"))
+        space.write_file(f"kernels/{kernel.name}", kernel.read_text() + mark)
+        spaces.append(space)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda space: compile.build(space, "cpu"), spaces))
+    assert all(r.ok for r in results), [r.log for r in results]
+    assert sorted(r.cached for r in results) == [False, True]
+    assert results[0].extension_dir == results[1].extension_dir
 
 
 def test_errors_are_trimmed_to_file_and_line(ws):
