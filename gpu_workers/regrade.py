@@ -32,7 +32,8 @@ def regrade(run_id: int, worker: str) -> str:
     run = grade.run
     protocol = by_name(run.protocol).with_secret_seeds(SECRET_SEEDS)
     try:
-        with Session(run.problem.source, device=device_for(run.gpu_type), protocol=protocol) as s:
+        device = device_for(run.gpu_type)
+        with Session(run.problem.source, device=device, protocol=protocol, candidates=1) as s:
             for path, text in grade.candidate.sources.items():
                 s.write_file(path, text)
             verdict = s.evaluate()

@@ -81,7 +81,7 @@ def _evaluate(source: str, candidate_dir: Path, device: str, proto, as_json: boo
     from gpu_workers.harness.session import Session, verdict_ok
 
     try:
-        session = Session(source, device=device, protocol=proto)
+        session = Session(source, device=device, protocol=proto, candidates=1)
     except ProblemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE

@@ -37,8 +37,8 @@ MEASUREMENT_ATTEMPTS = 3
 # there, so an agent tuning variants back to back (the fusion agent) waited for it step after
 # step; three, started in turn during steps, keep one ready. A GPU host's 16 cores leave the
 # judged step's own core alone. On the cpu target one, started outside steps: it would take one
-# of the two cores being timed. The pool grows with use (Session._pool_size): a session that
-# judges one candidate (a test, a re-grade, a submission) starts no process it never uses.
+# of the two cores being timed. A session told it judges one candidate (a submission, a
+# re-grade) prepares one.
 _PREPARED_PROCESSES = {"cpu": 1, "cuda": 3}
 _PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
@@ -70,7 +70,11 @@ class Session:
         device: str = "cpu",
         protocol: Protocol | None = None,
         root: Path | None = None,
+        candidates: int | None = None,
     ):
+        """`candidates`: how many candidates the caller will judge, when it knows (1 for a
+        submission or a re-grade); None for an agent's session, which gets the device's pool of
+        prepared processes."""
         check_source(problem_source)
         self.device = settings.check_device(device)
         self.protocol = protocol or LOOSE
@@ -91,7 +95,8 @@ class Session:
         # the next candidates' processes, oldest first (_PREPARED_PROCESSES)
         self._prepared: list[runner_process.RunnerProcess] = []
         self._stages = 0
-        self._taken = 0  # candidate processes taken by judged steps
+        self._candidates = candidates
+        self._judged = 0  # candidates whose judged step began
         self._alone: tuple[float, Batches] | None = None  # (when, eager timed alone)
         self._reference_loaded = False
 
@@ -147,12 +152,13 @@ class Session:
         all, before the violation stands (a busy neighbour passes, a cheat does not)."""
         judge = Judge(self.device, self.protocol)
         phases = StepPhases()
+        self._judged += 1
         with ExitStack() as held:
             try:
                 with phases("candidate ready"):  # prepared ahead, so rarely waited for
                     runner = self._ready_candidate()
                 held.callback(runner.close)  # whatever happens before its attempt ends
-                if _PREPARE_DURING_STEPS[self.device] and self._taken > 1:
+                if _PREPARE_DURING_STEPS[self.device]:
                     self._get_ready()  # the next candidates' (or this one's retry)
                 with phases("lock wait"):
                     held.enter_context(gpu_lock.hold(self.device))
@@ -207,8 +213,8 @@ class Session:
         return self._alone[1]
 
     def _get_ready(self) -> None:
-        """Starts what the next judged steps need, in the background: candidate processes (as
-        many as _pool_size) and the reference runner. Called when sources are compiled,
+        """Starts what the next judged steps need, in the background: candidate processes (up
+        to _pool_size) and the reference runner. Called when sources are compiled,
         after a profile, and on a GPU host when a step took its process
         (_PREPARE_DURING_STEPS). Where one cannot start, the step starts it again and reports
         why."""
@@ -221,10 +227,12 @@ class Session:
             pass
 
     def _pool_size(self) -> int:
-        """Processes kept ready: one until the session's second judged candidate, then one
-        more per candidate judged, up to _PREPARED_PROCESSES (an agent profiling variants back
-        to back gets the whole pool from its third)."""
-        return max(1, min(_PREPARED_PROCESSES[self.device], self._taken))
+        """Processes kept ready: the device's pool, or no more than the candidates the caller
+        said are still to come."""
+        pool = _PREPARED_PROCESSES[self.device]
+        if self._candidates is None:
+            return pool
+        return max(0, min(pool, self._candidates - self._judged))
 
     def _prepare_candidate(self) -> None:
         """One more candidate process getting ready, in a stage folder of its own
@@ -253,7 +261,6 @@ class Session:
             runner = self._prepared.pop(0)
             try:
                 runner.settle()
-                self._taken += 1
                 return runner
             except RunnerError as exc:
                 runner.close()

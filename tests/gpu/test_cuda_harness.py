@@ -13,7 +13,8 @@ from tests.gpu_workers.harness.evaluation import codes, profile_past_the_gate
 
 
 def evaluate(problem, candidate, protocol=LOOSE, profile=True):
-    with Session(problem_source(f"gpu/{problem}"), device="cuda", protocol=protocol) as session:
+    source = problem_source(f"gpu/{problem}")
+    with Session(source, device="cuda", protocol=protocol, candidates=1) as session:
         workspace.copy_candidate(session.workspace, candidate_dir("cuda", candidate))
         if profile:
             return session.evaluate()

@@ -66,7 +66,8 @@ def prebuilt(tmp_path_factory):
 def _session(case, tmp_path, protocol=LOOSE, **options):
     program = compile_graph(case.ir, "cuda", **options)
     assert program.unsupported == []
-    session = Session(case.problem, device="cuda", protocol=protocol, root=tmp_path / "s")
+    root = tmp_path / "s"
+    session = Session(case.problem, device="cuda", protocol=protocol, root=root, candidates=1)
     for path, text in program.files.items():
         session.write_file(path, text)
     return session

@@ -15,7 +15,9 @@ def evaluate(
     protocol: Protocol = LOOSE,
     profile: bool = True,
 ) -> dict:
-    with Session(problem_source(problem), device=device, protocol=protocol) as session:
+    with Session(
+        problem_source(problem), device=device, protocol=protocol, candidates=1
+    ) as session:
         workspace.copy_candidate(session.workspace, candidate_dir(device, candidate))
         if profile:
             return session.evaluate()
@@ -29,7 +31,7 @@ def codes(section: dict | None) -> set[str]:
 def profile_past_the_gate(device: str, problem: str, candidate: str) -> dict:
     """Verifies and profiles with the static gate off, so the runtime defences are what a
     candidate meets (the gate would stop these before they run)."""
-    with Session(problem_source(problem), device=device) as session:
+    with Session(problem_source(problem), device=device, candidates=1) as session:
         workspace.copy_candidate(session.workspace, candidate_dir(device, candidate))
         built = session._compile_result()
         assert built.ok, built.log

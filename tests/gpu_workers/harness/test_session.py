@@ -16,8 +16,8 @@ from tests.gpu_workers.harness.evaluation import codes
 KERNEL = "kernels/relu_scale.cpp"
 
 
-def _session() -> Session:
-    session = Session(problem_source("relu_scale"), device="cpu")
+def _session(candidates: int | None = None) -> Session:
+    session = Session(problem_source("relu_scale"), device="cpu", candidates=candidates)
     workspace.copy_candidate(session.workspace, candidate_dir("cpu", "good_relu_scale"))
     return session
 
@@ -50,30 +50,27 @@ def test_each_candidate_runs_in_a_fresh_process_prepared_before_its_step():
         assert "eager alone" in first["phases_s"] and "eager alone" not in second["phases_s"]
 
 
-def test_a_gpu_hosts_pool_grows_with_use_and_fills_while_steps_are_judged(monkeypatch):
-    """The cuda policy (processes prepared during steps, a pool that grows to its size with
-    the candidates judged), with a pool of two, on the cpu."""
+def test_a_gpu_hosts_pool_keeps_processes_starting_while_steps_are_judged(monkeypatch):
+    """The cuda policy (several prepared, the pool topped up during steps), with two, on the
+    cpu; a session told it judges one candidate prepares one."""
     monkeypatch.setitem(session_mod._PREPARED_PROCESSES, "cpu", 2)
     monkeypatch.setitem(session_mod._PREPARE_DURING_STEPS, "cpu", True)
     with _session() as session:
         assert session.compile()["ok"]
-        [first] = session._prepared  # one, until the session judges more than one candidate
-        assert session.verify()["ok"]
-        # known-bad for a session that judges one candidate: processes it would never use
-        assert _stopped(first) and session._prepared == []
-        _edit(session, "second candidate")
-        assert session.compile()["ok"]
-        second = session._prepared[0]
+        oldest, _ = session._prepared
         verdict = session.verify()
         assert verdict["ok"], verdict
-        assert _stopped(second), "the oldest prepared process was not the one taken"
-        # the second candidate's step filled the pool while it was judged
-        assert len(session._prepared) == 2
-        oldest, newer = session._prepared
-        assert not _stopped(oldest), f"a prepared process ended: {oldest.output_tail()}"
-        _edit(session, "third candidate")
-        assert session.verify()["ok"] and _stopped(oldest) and not _stopped(newer)
-        assert session._prepared[0] is newer and len(session._prepared) == 2  # topped up
+        assert _stopped(oldest), "the oldest prepared process was not the one taken"
+        # topped up while the step was judged (a measurement a busy host disturbed is taken
+        # again in the next process, so which ones remain depends on the host)
+        pool = list(session._prepared)
+        assert len(pool) == 2 and oldest not in pool
+        assert not any(map(_stopped, pool)), [p.output_tail() for p in pool]
+        _edit(session, "second candidate")
+        assert session.verify()["ok"] and _stopped(pool[0])
+    with _session(candidates=1) as session:  # a submission, a re-grade
+        assert session.compile()["ok"] and len(session._prepared) == 1
+        assert session.verify()["ok"] and session._prepared == []
 
 
 def test_a_prepared_process_that_died_is_replaced_and_never_blamed_on_the_candidate(
