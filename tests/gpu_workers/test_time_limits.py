@@ -14,9 +14,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from gpu_workers import problem_validation, tasks
+from gpu_workers.harness.sandbox import launch as sandbox
 from tests.conftest import problem_source
 from tests.webapp.conftest import make_problem
-from tests.webapp.live_stack import running_processes
+from tests.webapp.live_stack import Process, running_processes, still_running
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.problems.validation import fail_overdue_validations
 
@@ -51,10 +52,32 @@ def _raise_soft_limit(*_):
     raise SoftTimeLimitExceeded()
 
 
-def test_a_hanging_validation_stops_at_its_limit_and_says_so(alice, soft_limit_in, settings, db):
+@pytest.fixture
+def sandboxes_started(monkeypatch) -> list:
+    """What each sandbox started from here on runs as, read from /proc as it starts: bwrap
+    and the sandbox's init (killing the init ends its whole pid namespace). Found by what
+    this process started, not by name: other work on the host runs runners too."""
+    started = []
+    real_start = sandbox.start
+
+    def recording(*args, **kwargs):
+        proc = real_start(*args, **kwargs)
+        started.extend(still_running([_process(proc.pid), _process(sandbox.root_pid(proc))]))
+        return proc
+
+    monkeypatch.setattr(sandbox, "start", recording)
+    return started
+
+
+def _process(pid: int) -> Process:
+    return next(p for p in running_processes() if p.pid == pid)
+
+
+def test_a_hanging_validation_stops_at_its_limit_and_says_so(
+    alice, soft_limit_in, settings, db, sandboxes_started
+):
     settings.VALIDATION_TIME_LIMIT_S = 1800
     problem = make_problem(alice, problem_source("hangs_in_forward"), valid=False)
-    before = {p.pid for p in running_processes()}
     soft_limit_in(8)
 
     assert problem_validation.validate(problem.pk).endswith("stopped at the time limit")
@@ -63,7 +86,8 @@ def test_a_hanging_validation_stops_at_its_limit_and_says_so(alice, soft_limit_i
     assert problem.status == ProblemStatus.REJECTED
     assert problem.reasons == ["the validation did not finish within its time limit of 30 min"]
     assert problem.validation_started is not None
-    left = [p for p in running_processes() if p.pid not in before and "runner" in p.command]
+    assert sandboxes_started, "the validation started no sandbox: nothing was checked"
+    left = still_running(sandboxes_started)
     assert left == [], "the sandboxed reference runner outlived its stopped validation"
 
 
