@@ -160,6 +160,8 @@ class Session:
                 held.callback(runner.close)  # whatever happens before its attempt ends
                 if _PREPARE_DURING_STEPS[self.device]:
                     self._get_ready()  # the next candidates' (or this one's retry)
+                with phases("reference ready"):
+                    self._reference_up()
                 with phases("lock wait"):
                     held.enter_context(gpu_lock.hold(self.device))
                 verdict, measured = self._judged_attempts(judge, runner, extension_dir, phases)
@@ -295,6 +297,17 @@ class Session:
             raise RunnerFailed("reference", f"could not load the problem: {exc}") from None
         return self._reference
 
+    def _reference_up(self) -> None:
+        """Waits for the reference runner's process to be up outside the GPU lock (seconds on
+        a GPU host: its interpreter and torch); only loading the problem is under it. One
+        that failed to start is started again, and its failure reported, by the step."""
+        if self._reference is None or self._reference_loaded:
+            return
+        try:
+            self._reference.settle()
+        except RunnerError:
+            self._drop_reference()
+
     def _begin_reference(self) -> None:
         """The session's reference runner, starting up in the background."""
         if self._reference is None:
@@ -321,7 +334,7 @@ class Session:
                 ok=False, error="not profiled: the candidate did not verify"
             ).to_dict()
         phases = StepPhases()
-        with gpu_lock.hold(self.device), phases("baselines"):  # measured on first use
+        with phases("baselines"):  # measured on first use, under the GPU lock
             try:
                 base = profile_mod.baselines(
                     self._problem_path, self.device, self.protocol, self.workdir

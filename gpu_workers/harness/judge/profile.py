@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from gpu_workers.harness import settings
-from gpu_workers.harness.judge import environment, failure, roofline, runner_process
+from gpu_workers.harness.judge import environment, failure, gpu_lock, roofline, runner_process
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge.judge import Batches, Judge
 from gpu_workers.harness.judge.protocol import Protocol
@@ -85,11 +85,21 @@ def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
 
 def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
     """Eager and torch.compile times for this problem on this device, and the problem's FLOPs
-    and bytes moved, measured once."""
+    and bytes moved, measured once, under the GPU lock; the reference runner that measures
+    them starts up before the lock is taken."""
     path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     if path.is_file():
         return {**json.loads(path.read_text()), "cached": True}
-    result = measure_baselines(problem_path, device, protocol, workdir)
+    try:
+        reference = runner_process.begin_reference(problem_path, device)
+        reference.settle()
+    except RunnerError as exc:
+        message = f"measuring baselines failed: {exc}"
+        raise BaselinesFailed(message, failure.of_runner_error(exc)) from None
+    with reference, gpu_lock.hold(device):
+        if path.is_file():  # measured by another process while this one waited
+            return {**json.loads(path.read_text()), "cached": True}
+        result = measure_baselines(problem_path, device, protocol, workdir, reference)
     store_baselines(problem_path, device, protocol, result)
     return {**result, "cached": False}
 
@@ -102,10 +112,15 @@ class BaselinesFailed(problem_mod.ProblemError):
         self.failed_by = failed_by
 
 
-def measure_baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
-    """Measures the baselines now, in a fresh reference runner, whatever is cached."""
+def measure_baselines(
+    problem_path: Path, device: str, protocol: Protocol, workdir: Path, started=None
+) -> dict:
+    """Measures the baselines now, in a fresh reference runner (`started`, one that began for
+    them, or a new one), whatever is cached."""
     try:
-        with runner_process.start_reference(problem_path, device, protocol) as reference:
+        if started is None:
+            started = runner_process.begin_reference(problem_path, device)
+        with runner_process.load_reference(started, problem_path, device, protocol) as reference:
             judge = Judge(device, protocol)
             try:
                 result = time_baselines(judge, reference)

@@ -212,7 +212,13 @@ def begin_reference(problem_path: Path, device: str, timeout_s: float = 600):
     other work; `load_reference` gives it the problem. It sees the problem's own folder and
     nothing of any candidate's: give it a folder holding model.py alone."""
     folder = problem_path.parent
-    return RunnerProcess("reference", device, sandbox.View(readable=(folder,)), folder, timeout_s)
+    runner = RunnerProcess("reference", device, sandbox.View(readable=(folder,)), folder, timeout_s)
+    try:
+        runner.ask("prepare")  # answered once it is up: `settle` waits for that
+    except BaseException:
+        runner.close()
+        raise
+    return runner
 
 
 def load_reference(runner: RunnerProcess, problem_path: Path, device: str, protocol):

@@ -1,9 +1,10 @@
 """The reference runner's commands: it runs the problem (untrusted too: its author is a user)
 on seeds the judge draws, and copies inputs and outputs into buffers the judge lends it.
 
-load -> make(seed, probe) -> [bind] -> share: a set's inputs and fp32 reference outputs, in the
-judge's buffers. time: eager or torch.compile on those inputs (no candidate ever runs here). counts:
-FLOPs and minimum bytes. compiled: torch.compile's outputs, for validation.
+prepare (the process is up) -> load -> make(seed, probe) -> [bind] -> share: a set's inputs and
+fp32 reference outputs, in the judge's buffers. time: eager or torch.compile on those inputs (no
+candidate ever runs here). counts: FLOPs and minimum bytes. compiled: torch.compile's outputs,
+for validation.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ from gpu_workers.harness.runner.state import (
 )
 
 _COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune"}
+
+
+def prepare(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    """Answers once the process is up (its interpreter, torch and the harness imported), so the
+    judge waits for that outside the GPU lock; nothing here touches the device or the problem."""
+    return {}
 
 
 def load(state: RunnerState, message: dict, fds: list[int]) -> dict:
@@ -125,6 +132,7 @@ def compiled(state: RunnerState, message: dict, fds: list[int]) -> dict:
 
 COMMANDS = {
     **COMMON,
+    "prepare": prepare,
     "load": load,
     "make": make,
     "share": share,
