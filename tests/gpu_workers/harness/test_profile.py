@@ -228,3 +228,25 @@ def test_drift_beside_a_forged_clock_is_still_the_candidates_failure(cpu_peaks):
     verdict = profile_mod.result(_BASE, measured, "cpu", LOOSE)
     assert {v.code for v in verdict.violations} == {"timing_inconsistent", "timing_drift"}
     assert verdict.failed_by == failure.CANDIDATE
+
+
+def _rounds(overheads: list[float], claimed: float = 0.005) -> Batches:
+    """One call per round claiming `claimed` ms, each seen by the judge's clock with its
+    overhead (round trip, copies) on top."""
+    batches = Batches()
+    for overhead in overheads:
+        batches.add([claimed], claimed + overhead)
+    return batches
+
+
+def test_timing_goes_on_until_the_rounds_decide_the_clock_check():
+    """A forger's claimed times are as steady as it likes, so they cannot be what ends timing:
+    the judge's clock must have been measured well enough to tell a hidden kernel."""
+    quiet = [1.0 + 0.001 * (i % 5) for i in range(36)]
+    assert profile_mod._clock_decided(_rounds(quiet), _rounds(quiet), "cuda")
+    # known-bad: three dozen rounds of a busy host's noise, whose median bound would pass a
+    # hidden 0.13 ms kernel (the side-stream attack was believed so on an H100)
+    noisy = [1.0 + 0.3 * ((i * 37) % 11) / 10 for i in range(36)]
+    check = profile_mod.clock_check(_rounds(noisy), _rounds(quiet), "cuda")
+    assert check.bound_ms > 0.13
+    assert not profile_mod._clock_decided(_rounds(noisy), _rounds(quiet), "cuda")
