@@ -177,7 +177,7 @@ def describe_run(problem: str, result, steps: list[dict], run_s: float, max_turn
     return {
         "problem": problem,
         "status": result.status,
-        "detail": "" if best else (result.detail or "")[:300],
+        "detail": "" if best else (result.detail or "")[-1500:],  # a traceback ends in its error
         "turns": result.turns,
         "max_turns": max_turns,
         "run_s": round(run_s, 2),
