@@ -5,9 +5,12 @@ candidate code ran is the harness's failure."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 from gpu_workers.harness import session as session_mod
 from gpu_workers.harness.build import workspace
-from gpu_workers.harness.judge import runner_process
+from gpu_workers.harness.judge import gpu_lock, runner_process
 from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.session import Session
 from tests.conftest import candidate_dir, problem_source
@@ -94,3 +97,24 @@ def test_a_prepared_process_that_died_is_replaced_and_never_blamed_on_the_candid
         failed = session.verify()
         assert not failed["ok"] and failed["failed_by"] == "infrastructure", failed
         assert "could not get ready" in failed["error"] and "process_exit" not in codes(failed)
+
+
+def test_a_steps_reference_starts_up_outside_the_gpu_lock():
+    """A step waits for its reference runner's process to be up (an interpreter importing
+    torch: seconds on a GPU host) before it takes the GPU lock, so another session's timing
+    never waits on it. Known-bad, the step that waited under the lock: the reference would
+    not have answered while the lock is held here."""
+    with _session() as session:
+        assert session.compile()["ok"]  # the reference starts while sources compile
+        verdicts = []
+        with gpu_lock.hold("cpu"):  # another session measuring
+            step = threading.Thread(target=lambda: verdicts.append(session.verify()))
+            step.start()
+            deadline = time.monotonic() + 300
+            while session._reference._asked is not None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert session._reference._asked is None, "the reference was waited for under the lock"
+            assert not session._reference_loaded  # loading the problem waits for the lock
+        step.join(timeout=600)
+        assert verdicts and verdicts[0]["ok"], verdicts
+        assert "reference ready" in verdicts[0]["phases_s"]
