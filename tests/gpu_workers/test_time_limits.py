@@ -17,7 +17,7 @@ from gpu_workers import problem_validation, tasks
 from gpu_workers.harness.sandbox import launch as sandbox
 from tests.conftest import problem_source
 from tests.webapp.conftest import make_problem
-from tests.webapp.live_stack import Process, running_processes, still_running
+from tests.webapp.live_stack import read_process, still_running
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.problems.validation import fail_overdue_validations
 
@@ -62,15 +62,12 @@ def sandboxes_started(monkeypatch) -> list:
 
     def recording(*args, **kwargs):
         proc = real_start(*args, **kwargs)
-        started.extend(still_running([_process(proc.pid), _process(sandbox.root_pid(proc))]))
+        found = map(read_process, (proc.pid, sandbox.root_pid(proc)))
+        started.extend(p for p in found if p)
         return proc
 
     monkeypatch.setattr(sandbox, "start", recording)
     return started
-
-
-def _process(pid: int) -> Process:
-    return next(p for p in running_processes() if p.pid == pid)
 
 
 def test_a_hanging_validation_stops_at_its_limit_and_says_so(

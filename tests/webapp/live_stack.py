@@ -209,7 +209,7 @@ def running_processes() -> list[Process]:
     """Every process of this machine but zombies (exited, waiting to be reaped)."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (process := _read_process(int(entry.name))):
+        if entry.name.isdigit() and (process := read_process(int(entry.name))):
             found.append(process)
     return found
 
@@ -227,10 +227,11 @@ def descendants(pid: int) -> list[Process]:
 def still_running(processes: list[Process]) -> list[Process]:
     """Those of `processes` that run yet: the same pid, started at the same time (its parent
     may have changed: an orphan's parent is init)."""
-    return [p for p in processes if (now := _read_process(p.pid)) and now.started == p.started]
+    return [p for p in processes if (now := read_process(p.pid)) and now.started == p.started]
 
 
-def _read_process(pid: int) -> Process | None:
+def read_process(pid: int) -> Process | None:
+    """The process `pid` as /proc shows it now; None once it has exited."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

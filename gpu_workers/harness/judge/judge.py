@@ -425,12 +425,10 @@ class Batches:
         median absolute deviation, which a busy host's stray stalls do not inflate. What
         decides when timing has enough calls: an IQR under 1% is rare for a GPU call's
         microseconds of launch jitter, however many calls were timed."""
-        if len(self.times_ms) < 4:
+        if len(self.times_ms) < 4 or self.median_ms <= 0:
             return float("inf")
         middle = self.median_ms
         deviation = statistics.median(abs(t - middle) for t in self.times_ms)
-        if middle <= 0:
-            return float("inf")
         return 1.2533 * 1.4826 * deviation / math.sqrt(len(self.times_ms)) / middle
 
     def summary(self) -> dict:

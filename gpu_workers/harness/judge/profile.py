@@ -88,8 +88,8 @@ def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path
     and bytes moved, measured once, under the GPU lock; the reference runner that measures
     them starts up before the lock is taken."""
     path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
-    if path.is_file():
-        return {**json.loads(path.read_text()), "cached": True}
+    if cached := _cached(path):
+        return cached
     try:
         reference = runner_process.begin_reference(problem_path, device)
         reference.settle()
@@ -97,11 +97,15 @@ def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path
         message = f"measuring baselines failed: {exc}"
         raise BaselinesFailed(message, failure.of_runner_error(exc)) from None
     with reference, gpu_lock.hold(device):
-        if path.is_file():  # measured by another process while this one waited
-            return {**json.loads(path.read_text()), "cached": True}
+        if cached := _cached(path):  # measured by another process while this one waited
+            return cached
         result = measure_baselines(problem_path, device, protocol, workdir, reference)
     store_baselines(problem_path, device, protocol, result)
     return {**result, "cached": False}
+
+
+def _cached(path: Path) -> dict | None:
+    return {**json.loads(path.read_text()), "cached": True} if path.is_file() else None
 
 
 class BaselinesFailed(problem_mod.ProblemError):
