@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gpu_workers.harness.judge import runner_replies
 from gpu_workers.harness.judge.channel import NO_ANSWER, Channel, RunnerGone
+from gpu_workers.harness.judge.fork_server import ForkServer, ForkServerFailed, end_process
 from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.sandbox.child_output import OutputTail
 from gpu_workers.harness.sandbox.freezer import Census, Freezer, NotStopped
@@ -22,6 +23,21 @@ from gpu_workers.harness.sandbox.freezer import Census, Freezer, NotStopped
 # eager, torch.compile and the candidate all race single-threaded.
 _CPU_ENV = {"MALLOC_PERTURB_": "128", "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 _LOG_BYTES = 64_000
+
+
+def runner_limits(timeout_s: float) -> sandbox.Limits:
+    # a runner lives for many calls: the judge's per-call timeout is the hang guard
+    return sandbox.Limits(timeout_s=timeout_s, cpu_seconds=3600)
+
+
+def runner_env(device: str) -> dict | None:
+    return _CPU_ENV if device == "cpu" else None
+
+
+def start_fork_server(device: str, view: sandbox.View, cwd: Path, timeout_s: float) -> ForkServer:
+    """A fork server for runners that see parts of `view`, started in the background, with the
+    environment and limits a started runner gets."""
+    return ForkServer(device, view, cwd, runner_env(device), runner_limits(timeout_s))
 
 
 # The role of an error that is the harness's own: a candidate process that died before any
@@ -55,7 +71,10 @@ class RunnerProcess:
         cwd: Path,
         timeout_s: float,
         frozen: bool = False,
+        server: ForkServer | None = None,
     ):
+        """With `server`, the process is forked from that fork server (milliseconds) instead
+        of started (seconds); it sees `view` either way."""
         self.role = role
         self.timeout_s = timeout_s
         self.last_wall_ms = 0.0  # the judge's clock around the last command's send and reply
@@ -66,22 +85,30 @@ class RunnerProcess:
         # nothing of the host's
         self._log = OutputTail(_LOG_BYTES)
         try:
-            self.proc = sandbox.start(
-                sandbox.python_argv("gpu_workers.harness.runner.main", role, str(child.fileno())),
-                cwd=cwd,
-                device=device,
-                view=view,
-                # a runner lives for many calls: the judge's per-call timeout is the hang guard
-                limits=sandbox.Limits(timeout_s=timeout_s, cpu_seconds=3600),
-                env=_CPU_ENV if device == "cpu" else None,
-                pass_fds=(child.fileno(),),
-                stdout=self._log.write_fd,
-                stderr=self._log.write_fd,
-            )
+            if server is not None:
+                self.proc = _forked(server, role, view, cwd, child.fileno(), self._log.write_fd)
+            else:
+                self.proc = sandbox.start(
+                    sandbox.python_argv(
+                        "gpu_workers.harness.runner.main", role, str(child.fileno())
+                    ),
+                    cwd=cwd,
+                    device=device,
+                    view=view,
+                    limits=runner_limits(timeout_s),
+                    env=runner_env(device),
+                    pass_fds=(child.fileno(),),
+                    stdout=self._log.write_fd,
+                    stderr=self._log.write_fd,
+                )
+        except BaseException:
+            parent.close()
+            raise
         finally:
             child.close()
             self._log.child_started()
         self.channel = Channel(parent)
+        self.forked = server is not None
         self._closed = False
         self._asked: tuple[str, dict] | None = None  # a command sent by `ask`, not yet answered
         self.stage: Path | None = None  # a candidate's folder for its extension (prepare_candidate)
@@ -183,19 +210,20 @@ class RunnerProcess:
         if self._closed:
             return  # its process group id may already belong to another process
         self._closed = True
-        try:
-            self.channel.send({"command": "quit"})
-        except RunnerGone:
-            pass
-        self.channel.close()
-        sandbox.stop(self.proc)
-        self._log.finish()
+        end_process(self.channel, self.proc, self._log)
 
     def __enter__(self) -> RunnerProcess:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _forked(server: ForkServer, role: str, view, cwd: Path, sock_fd: int, log_fd: int):
+    try:
+        return server.fork(role, view, cwd, sock_fd, log_fd)
+    except ForkServerFailed as failed:  # no code of the problem's or candidate's ran
+        raise RunnerDied(HARNESS, str(failed)) from None
 
 
 def _close(fd: int) -> None:
@@ -207,12 +235,16 @@ def _close(fd: int) -> None:
         pass
 
 
-def begin_reference(problem_path: Path, device: str, timeout_s: float = 600):
+def begin_reference(
+    problem_path: Path, device: str, timeout_s: float = 600, server: ForkServer | None = None
+):
     """A reference runner starting up (its interpreter, torch, the harness) while the judge does
     other work; `load_reference` gives it the problem. It sees the problem's own folder and
-    nothing of any candidate's: give it a folder holding model.py alone."""
+    nothing of any candidate's: give it a folder holding model.py alone. With `server`, forked
+    from it (a ForkServer whose view holds that folder)."""
     folder = problem_path.parent
-    runner = RunnerProcess("reference", device, sandbox.View(readable=(folder,)), folder, timeout_s)
+    view = sandbox.View(readable=(folder,))
+    runner = RunnerProcess("reference", device, view, folder, timeout_s, server=server)
     try:
         runner.ask("prepare")  # answered once it is up: `settle` waits for that
     except BaseException:
@@ -239,13 +271,18 @@ def start_reference(problem_path: Path, device: str, protocol, timeout_s: float 
     return load_reference(runner, problem_path, device, protocol)
 
 
-def prepare_candidate(workspace: Path, stage: Path, device: str, timeout_s: float):
+def prepare_candidate(
+    workspace: Path, stage: Path, device: str, timeout_s: float, server: ForkServer | None = None
+):
     """A fresh candidate runner that gets ready (imports, the first use of the judge's checks;
     not the device) while the judge does other work, before any candidate code exists: it
     sees the workspace and `stage`, an empty folder of its own where `load_candidate` puts the
-    extension it is to run. One process per candidate still: it is loaded once, then stopped."""
+    extension it is to run. One process per candidate still: it is loaded once, then stopped.
+    With `server`, forked from it (a ForkServer whose view holds both folders)."""
     view = sandbox.View(readable=(workspace, stage))
-    runner = RunnerProcess("candidate", device, view, workspace, timeout_s, frozen=True)
+    runner = RunnerProcess(
+        "candidate", device, view, workspace, timeout_s, frozen=True, server=server
+    )
     runner.stage = stage
     try:
         runner.ask("prepare")

@@ -247,11 +247,19 @@ def _check_view(view: View) -> None:
 
 
 def _bwrap_argv(
-    argv: list[str], cwd: Path, view: View, limits: Limits, harness: bool, info_fd: int
+    argv: list[str],
+    cwd: Path,
+    view: View,
+    limits: Limits,
+    harness: bool,
+    info_fd: int,
+    capabilities: tuple[str, ...] = (),
 ) -> list:
     bwrap = _bwrap()
     # info-fd: bwrap writes the host pid of the sandbox's init there, which `stop` waits for.
     args = [bwrap.path, "--info-fd", str(info_fd), *bwrap.flags]
+    for capability in capabilities:
+        args += ["--cap-add", capability]
     # The private folders first: what is bound below may lie inside them (a checkout, its
     # .venv or a session's workspace under /tmp) and must land on top, not be covered.
     args += ["--ro-bind", "/sys", "/sys", "--dev", "/dev", "--proc", "/proc"]
@@ -348,12 +356,14 @@ def start(
     stdout=None,
     stderr=None,
     harness: bool = True,
+    capabilities: tuple[str, ...] = (),
 ) -> subprocess.Popen:
     """A confined long-lived process in a new session; the caller waits for it and ends it with
     `stop` (limits.timeout_s is not applied here). `view` is all it sees besides the software and,
     with `harness`, the gpu_workers package. It dies with the thread that started it (bwrap's
     --die-with-parent), so start it from a thread that outlives it. Always end it with `stop`,
-    which also closes its pidfd. Confined, a child killed by signal N exits with status 128 + N."""
+    which also closes its pidfd. Confined, a child killed by signal N exits with status 128 + N.
+    `capabilities` are kept (a fork server's, judge/fork_server.py); every other one is dropped."""
     limits = limits or Limits()
     cwd = Path(cwd)
     if not confinement()["confined"]:
@@ -363,7 +373,7 @@ def start(
     _check_view(view)
     info_read, info_write = os.pipe()
     try:
-        full_argv = _bwrap_argv(list(argv), cwd, view, limits, harness, info_write)
+        full_argv = _bwrap_argv(list(argv), cwd, view, limits, harness, info_write, capabilities)
         proc = _popen(full_argv, cwd, device, limits, env, (*pass_fds, info_write), stdout, stderr)
         os.close(info_write)
         info_write = -1
@@ -414,7 +424,9 @@ def _sandbox_init(info_read: int) -> tuple[int, int | None]:
 
 def stop(proc: subprocess.Popen) -> int:
     """Kills a started process and everything it started, and returns once they are gone;
-    returns its exit status."""
+    returns its exit status. A runner forked by a fork server stops itself the same way."""
+    if not isinstance(proc, subprocess.Popen):
+        return proc.stop()  # judge/fork_server.py's ForkedProcess
     init = getattr(proc, "sandbox_init", None)
     watch = getattr(proc, "process_watch", None)
     if watch is not None:
