@@ -16,6 +16,7 @@ from gpu_workers.harness.capture import graph as graph_mod
 from gpu_workers.harness.judge import environment, failure, gpu_lock, runner_process
 from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge import verify as verify_mod
+from gpu_workers.harness.judge.fork_server import ForkServer, ForkServerFailed
 from gpu_workers.harness.judge.judge import Batches, Judge
 from gpu_workers.harness.judge.protocol import LOOSE, Protocol
 from gpu_workers.harness.judge.runner_process import (
@@ -99,6 +100,11 @@ class Session:
         self._judged = 0  # candidates whose judged step began
         self._alone: tuple[float, Batches] | None = None  # (when, eager timed alone)
         self._reference_loaded = False
+        # Runners are forked from this session's fork server once it is up; where it cannot
+        # confine them (or fails), started afresh, and `fork_server_why` says why.
+        self._fork_server: ForkServer | None = None
+        self._forking = True
+        self.fork_server_why: str | None = None
 
     # ---- files (what the agent reads and writes) ----
     def list_files(self) -> list[str]:
@@ -125,9 +131,13 @@ class Session:
         return compile_mod.build(self.workspace, self.device)
 
     def compile(self) -> dict:
-        if not (self._verified and self._verified[0] == self._digest()):
+        step_follows = not (self._verified and self._verified[0] == self._digest())
+        if step_follows:
             self._get_ready()  # a judged step follows: while the sources compile
-        return self._compile_result().to_dict()
+        built = self._compile_result().to_dict()
+        if step_follows:
+            self._get_ready()  # the fork server may have come up while they compiled
+        return built
 
     def verify(self) -> dict:
         return self._verify()[0]
@@ -169,9 +179,10 @@ class Session:
             except RunnerError as failed:  # the candidate's load raised, or the reference
                 result, measured = self._failure(failed), None
             finally:
-                judge.free()
-                if self._reference:
-                    self._release_reference()
+                with phases("release"):  # the judge's buffers, and the reference's views of them
+                    judge.free()
+                    if self._reference:
+                        self._release_reference()
         result["phases_s"] = phases.seconds
         return result, measured
 
@@ -221,12 +232,54 @@ class Session:
         (_PREPARE_DURING_STEPS). Where one cannot start, the step starts it again and reports
         why."""
         try:
+            self._start_fork_server()
+            server = self._server(wait=False)
+            if server is None and self._forking:
+                return  # still importing: a step forks what it needs once it is up
             while len(self._prepared) < self._pool_size():
-                self._prepare_candidate()
+                self._prepare_candidate(server)
             if self._reference is None:
-                self._begin_reference()
+                self._begin_reference(server)
         except (RunnerError, sandbox.SandboxUnavailable):
             pass
+
+    def _start_fork_server(self) -> None:
+        """The session's fork server (judge/fork_server.py), starting in the background: it sees
+        the workspace, every candidate's stage and the reference's folder, and each runner
+        forked from it only its own part of them."""
+        if self._fork_server is not None or not self._forking:
+            return
+        if not sandbox.confinement()["confined"]:
+            self._forking = False  # unconfined development runs start each runner
+            return
+        stages = self._base / "candidates"
+        stages.mkdir(exist_ok=True)
+        view = sandbox.View(readable=(self.root, stages, self._problem_path.parent))
+        self._fork_server = runner_process.start_fork_server(
+            self.device, view, self.root, self.protocol.step_timeout_s
+        )
+
+    def _server(self, wait: bool) -> ForkServer | None:
+        """The fork server if it is ready to fork (with `wait`, once its imports are done),
+        else None: runners start afresh once it failed."""
+        server = self._fork_server
+        if server is None or not self._forking:
+            return None
+        try:
+            if server.broken:
+                raise ForkServerFailed("the fork server stopped answering")
+            if not wait and not server.answered():
+                return None
+            server.ready(self.protocol.step_timeout_s)
+            return server
+        except ForkServerFailed as failed:
+            self._drop_fork_server(str(failed))
+            return None
+
+    def _drop_fork_server(self, why: str) -> None:
+        """Forks no more; the server is closed with the session (closing it now would end the
+        runners it forked, the reference among them)."""
+        self._forking, self.fork_server_why = False, why
 
     def _pool_size(self) -> int:
         """Processes kept ready: the device's pool, or no more than the candidates the caller
@@ -236,15 +289,15 @@ class Session:
             return pool
         return max(0, min(pool, self._candidates - self._judged))
 
-    def _prepare_candidate(self) -> None:
+    def _prepare_candidate(self, server: ForkServer | None) -> None:
         """One more candidate process getting ready, in a stage folder of its own
-        (runner_process.prepare_candidate)."""
+        (runner_process.prepare_candidate), forked from `server` where it is given."""
         self._stages += 1
         stage = self._base / "candidates" / str(self._stages)
         stage.mkdir(parents=True)
         self._prepared.append(
             runner_process.prepare_candidate(
-                self.root, stage, self.device, self.protocol.step_timeout_s
+                self.root, stage, self.device, self.protocol.step_timeout_s, server=server
             )
         )
 
@@ -256,7 +309,9 @@ class Session:
         for _attempt in range(2):
             if not self._prepared:
                 try:
-                    self._prepare_candidate()  # closes what it started if that failed
+                    self._start_fork_server()
+                    # closes what it started if that failed
+                    self._prepare_candidate(self._server(wait=True))
                 except RunnerError as exc:
                     error = exc
                     continue
@@ -267,6 +322,8 @@ class Session:
             except RunnerError as exc:
                 runner.close()
                 error = exc
+                if runner.forked:  # the retry, and the runners after it, start afresh
+                    self._drop_fork_server(f"a forked candidate process failed: {exc}")
         raise RunnerDied(HARNESS, f"a candidate process could not get ready: {error}")
 
     def _failure(self, failed: RunnerError) -> dict:
@@ -286,7 +343,7 @@ class Session:
         builds the model on the device)."""
         try:
             if self._reference is None:
-                self._begin_reference()
+                self._begin_reference(self._server(wait=True))
             if not self._reference_loaded:
                 runner_process.load_reference(
                     self._reference, self._problem_path, self.device, self.protocol
@@ -301,18 +358,21 @@ class Session:
         """Waits for the reference runner's process to be up outside the GPU lock (seconds on
         a GPU host: its interpreter and torch); only loading the problem is under it. One
         that failed to start is started again, and its failure reported, by the step."""
-        if self._reference is None or self._reference_loaded:
+        if self._reference_loaded:
             return
         try:
+            if self._reference is None:
+                self._begin_reference(self._server(wait=True))
             self._reference.settle()
         except RunnerError:
             self._drop_reference()
 
-    def _begin_reference(self) -> None:
-        """The session's reference runner, starting up in the background."""
+    def _begin_reference(self, server: ForkServer | None) -> None:
+        """The session's reference runner, starting up in the background (forked from `server`
+        where it is given)."""
         if self._reference is None:
             self._reference = runner_process.begin_reference(
-                self._problem_path, self.device, self.protocol.step_timeout_s
+                self._problem_path, self.device, self.protocol.step_timeout_s, server=server
             )
             self._reference_loaded = False
 
@@ -337,7 +397,11 @@ class Session:
         with phases("baselines"):  # measured on first use, under the GPU lock
             try:
                 base = profile_mod.baselines(
-                    self._problem_path, self.device, self.protocol, self.workdir
+                    self._problem_path,
+                    self.device,
+                    self.protocol,
+                    self.workdir,
+                    server=self._server(wait=True),
                 )
             except ProblemError as exc:
                 failed_by = (
@@ -383,6 +447,9 @@ class Session:
             prepared.close()
         self._prepared = []
         self._drop_reference()
+        if self._fork_server is not None:
+            self._fork_server.close()
+            self._fork_server = None
         if self._owns_root:
             shutil.rmtree(self._base, ignore_errors=True)
 

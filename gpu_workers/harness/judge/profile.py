@@ -83,15 +83,17 @@ def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
     return settings.cache_dir() / "baselines" / key / file
 
 
-def baselines(problem_path: Path, device: str, protocol: Protocol, workdir: Path) -> dict:
+def baselines(
+    problem_path: Path, device: str, protocol: Protocol, workdir: Path, server=None
+) -> dict:
     """Eager and torch.compile times for this problem on this device, and the problem's FLOPs
     and bytes moved, measured once, under the GPU lock; the reference runner that measures
-    them starts up before the lock is taken."""
+    them starts up (or is forked from `server`, a ready ForkServer) before the lock is taken."""
     path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     if cached := _cached(path):
         return cached
     try:
-        reference = runner_process.begin_reference(problem_path, device)
+        reference = runner_process.begin_reference(problem_path, device, server=server)
         reference.settle()
     except RunnerError as exc:
         message = f"measuring baselines failed: {exc}"

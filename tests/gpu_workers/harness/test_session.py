@@ -1,7 +1,8 @@
 """A Session judges each candidate in a fresh candidate process that got ready before its step
-(issue 24): started when sources are compiled, after a profile and (on a GPU host) while a step
-is judged, taken by one candidate, then stopped. A prepared process that dies before any
-candidate code ran is the harness's failure."""
+(issue 24): forked from the session's fork server (started when sources are first compiled)
+after compiles, after a profile and (on a GPU host) while a step is judged, taken by one
+candidate, then stopped. A prepared process that dies before any candidate code ran is the
+harness's failure."""
 
 from __future__ import annotations
 
@@ -34,10 +35,18 @@ def _stopped(process: runner_process.RunnerProcess) -> bool:
     return process.proc.poll() is not None
 
 
+def _compiled(session: Session) -> None:
+    """Sources compiled and, once the fork server is up, the next processes forked."""
+    assert session.compile()["ok"]
+    assert session._server(wait=True) is not None, session.fork_server_why
+    session._get_ready()
+
+
 def test_each_candidate_runs_in_a_fresh_process_prepared_before_its_step():
     with _session() as session:
-        assert session.compile()["ok"]
+        _compiled(session)
         [first_process] = session._prepared  # getting ready while the sources compiled
+        assert first_process.forked
         first = session.verify()
         assert first["ok"], first
         assert session._prepared == [] and _stopped(first_process)  # used once, then gone
@@ -59,7 +68,7 @@ def test_a_gpu_hosts_pool_keeps_processes_starting_while_steps_are_judged(monkey
     monkeypatch.setitem(session_mod._PREPARED_PROCESSES, "cpu", 2)
     monkeypatch.setitem(session_mod._PREPARE_DURING_STEPS, "cpu", True)
     with _session() as session:
-        assert session.compile()["ok"]
+        _compiled(session)
         oldest, _ = session._prepared
         verdict = session.verify()
         assert verdict["ok"], verdict
@@ -72,7 +81,8 @@ def test_a_gpu_hosts_pool_keeps_processes_starting_while_steps_are_judged(monkey
         _edit(session, "second candidate")
         assert session.verify()["ok"] and _stopped(pool[0])
     with _session(candidates=1) as session:  # a submission, a re-grade
-        assert session.compile()["ok"] and len(session._prepared) == 1
+        _compiled(session)
+        assert len(session._prepared) == 1
         assert session.verify()["ok"] and session._prepared == []
 
 
@@ -80,7 +90,7 @@ def test_a_prepared_process_that_died_is_replaced_and_never_blamed_on_the_candid
     monkeypatch,
 ):
     with _session() as session:
-        assert session.compile()["ok"]
+        _compiled(session)
         sandbox.stop(session._prepared[0].proc)  # dies before its step
         replaced = session.verify()
         assert replaced["ok"], replaced
@@ -97,6 +107,7 @@ def test_a_prepared_process_that_died_is_replaced_and_never_blamed_on_the_candid
         failed = session.verify()
         assert not failed["ok"] and failed["failed_by"] == "infrastructure", failed
         assert "could not get ready" in failed["error"] and "process_exit" not in codes(failed)
+        assert "forked candidate process failed" in session.fork_server_why  # then started
 
 
 def test_a_steps_reference_starts_up_outside_the_gpu_lock():
@@ -111,9 +122,13 @@ def test_a_steps_reference_starts_up_outside_the_gpu_lock():
             step = threading.Thread(target=lambda: verdicts.append(session.verify()))
             step.start()
             deadline = time.monotonic() + 300
-            while session._reference._asked is not None and time.monotonic() < deadline:
+
+            def up() -> bool:
+                return session._reference is not None and session._reference._asked is None
+
+            while not up() and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert session._reference._asked is None, "the reference was waited for under the lock"
+            assert up(), "the reference was waited for under the lock"
             assert not session._reference_loaded  # loading the problem waits for the lock
         step.join(timeout=600)
         assert verdicts and verdicts[0]["ok"], verdicts

@@ -33,7 +33,7 @@ def test_a_judged_step_says_where_its_time_went():
     ]
     phases = verdict["verify"]["phases_s"]
     assert list(phases)[: len(judged)] == judged, phases
-    assert {"trials", "timing", "candidate stop"} <= set(phases), phases
+    assert {"trials", "timing", "candidate stop", "release"} <= set(phases), phases
     # the profile shows the same step's phases and its baselines' (cached after a problem's
     # first profile, so near zero when another test measured them first)
     profile = verdict["profile"]["phases_s"]
