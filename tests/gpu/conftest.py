@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 import torch
 
 from gpu_workers.harness import settings
 from gpu_workers.harness.build import compile, workspace
-from gpu_workers.harness.judge import gpu_lock
+from gpu_workers.harness.judge import gpu_lock, profile
+from gpu_workers.harness.session import Session
 from tests.conftest import FIXTURES, candidate_dir
 
 if not torch.cuda.is_available():
@@ -52,6 +56,56 @@ def pytest_sessionfinish(session):
             log.write(f"gpu lock held {gpu_lock.held_seconds():7.1f} s  by {worker}\n")
 
 
+@pytest.fixture(autouse=True)
+def logged_steps(request, monkeypatch):
+    """Each judged step's phases (and each baselines measurement's seconds) in $GPU_TEST_LOG,
+    under the test that ran it: where a test's share of the GPU lock went."""
+    path = os.environ.get("GPU_TEST_LOG")
+    if path:
+        judge, baselines = Session._judge, profile.baselines
+
+        def write(line: str) -> None:
+            with open(path, "a") as log:
+                log.write(f"  {request.node.nodeid}: {line}\n")
+
+        def logged_judge(self, extension_dir):
+            result = judge(self, extension_dir)
+            write(f"step {result[0].get('phases_s')} fork server: {self.fork_server_why or 'up'}")
+            return result
+
+        def logged_baselines(*args, **kwargs):
+            started = time.monotonic()
+            result = baselines(*args, **kwargs)
+            write(f"baselines {time.monotonic() - started:.1f} s cached={result.get('cached')}")
+            return result
+
+        hold = gpu_lock.hold
+
+        @contextmanager
+        def logged_hold(device):
+            caller = "/".join(frame.name for frame in traceback.extract_stack(limit=6)[:-2])
+            with hold(device) as waited:
+                started = time.monotonic()
+                try:
+                    yield waited
+                finally:
+                    write(f"gpu lock {time.monotonic() - started:.1f} s in {caller}")
+
+        monkeypatch.setattr(gpu_lock, "hold", logged_hold)
+        monkeypatch.setattr(Session, "_judge", logged_judge)
+        monkeypatch.setattr(profile, "baselines", logged_baselines)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """The seconds each test's call held the GPU lock, beside its duration in $GPU_TEST_LOG:
+    the lock is what tests/gpu's workers queue on, so its sum bounds the run's wall time."""
+    before = gpu_lock.held_seconds()
+    yield
+    item.user_properties.append(("gpu_lock_s", gpu_lock.held_seconds() - before))
+
+
 def pytest_runtest_logreport(report):
     """Each test's phases and seconds, appended as they end to $GPU_TEST_LOG (scripts/
     gpu_tests.sh sets it), with a failure's report: a run cut off at the device's time limit
@@ -61,9 +115,11 @@ def pytest_runtest_logreport(report):
     if not path or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     if report.when == "call" or report.outcome != "passed":
+        lock = dict(report.user_properties).get("gpu_lock_s", 0.0)
         with open(path, "a") as log:
             log.write(
-                f"{report.outcome:7} {report.duration:7.1f} s  {report.when:8} {report.nodeid}\n"
+                f"{report.outcome:7} {report.duration:7.1f} s  lock {lock:6.1f} s  "
+                f"{report.when:8} {report.nodeid}\n"
             )
             if report.failed:
                 log.write(report.longreprtext[-4000:] + "\n")
