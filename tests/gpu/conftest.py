@@ -71,6 +71,10 @@ def logged_steps(request, monkeypatch):
         def logged_judge(self, extension_dir):
             result = judge(self, extension_dir)
             write(f"step {result[0].get('phases_s')} fork server: {self.fork_server_why or 'up'}")
+            measured = result[1]
+            if measured is not None:  # the clock check's numbers, which a failure's repr cuts
+                codes = [violation.code for violation in measured.violations]
+                write(f"clock {measured.clock} violations {codes}")
             return result
 
         def logged_baselines(*args, **kwargs):
