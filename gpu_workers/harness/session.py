@@ -318,6 +318,8 @@ class Session:
             runner = self._prepared.pop(0)
             try:
                 runner.settle()
+                if runner.proc.poll() is not None:  # ready once, then ended before its step
+                    raise RunnerDied(HARNESS, "the prepared candidate process ended")
                 return runner
             except RunnerError as exc:
                 runner.close()

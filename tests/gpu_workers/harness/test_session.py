@@ -91,7 +91,9 @@ def test_a_prepared_process_that_died_is_replaced_and_never_blamed_on_the_candid
 ):
     with _session() as session:
         _compiled(session)
-        sandbox.stop(session._prepared[0].proc)  # dies before its step
+        prepared = session._prepared[0]
+        prepared.settle()  # it said it is ready (a forked process does in milliseconds)...
+        sandbox.stop(prepared.proc)  # ...then died before its step
         replaced = session.verify()
         assert replaced["ok"], replaced
         # known-bad: every process the harness starts dies before it is ready
