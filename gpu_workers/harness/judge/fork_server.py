@@ -102,7 +102,8 @@ class ForkServer:
         as descriptors; a ForkedProcess."""
         keep = [str(path) for path in view.readable]
         shown = [str(path) for path in self.view.readable]
-        if view.writable or not all(_inside(path, shown) for path in keep):
+        inside = all(any(sandbox.within(p, s) for s in self.view.readable) for p in view.readable)
+        if view.writable or not inside:
             raise ValueError(f"a forked runner sees part of its server's view, not {view}")
         request = {
             "command": "fork",
@@ -153,10 +154,6 @@ def end_process(channel: Channel, proc, log: OutputTail) -> None:
     log.finish()
 
 
-def _inside(path: str, folders: list[str]) -> bool:
-    return any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in folders)
-
-
 def _host_pid(server_root: int, inner: int) -> int:
     """The host pid of the server's child `inner` (a pid in the server's namespace): the
     process below the server's sandbox whose last namespace pid is `inner`, at the server's
@@ -192,11 +189,10 @@ class ForkedProcess:
         self.pid = self.sandbox_init_pid = host
         self.args = ["fork server", str(inner)]
         self.returncode: int | None = None
-        self.sandbox_init = os.pidfd_open(host)
+        self.sandbox_init = os.pidfd_open(host)  # readable once it exited; closed by `stop`
         if _namespace_pids(host)[-1:] != [inner]:  # gone and reused before the pidfd opened
             os.close(self.sandbox_init)
             raise ForkServerFailed(f"the forked runner {inner} ended at once")
-        self._exited = os.pidfd_open(host)  # kept open until the exit status is read
         self.process_watch = ProcessWatch(host, self.sandbox_init, limit)
 
     def poll(self) -> int | None:
@@ -208,7 +204,7 @@ class ForkedProcess:
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is not None:
             return self.returncode
-        readable, _, _ = select.select([self._exited], [], [], timeout)
+        readable, _, _ = select.select([self.sandbox_init], [], [], timeout)
         if not readable:
             raise subprocess.TimeoutExpired(self.args, timeout)
         try:
@@ -216,7 +212,6 @@ class ForkedProcess:
         except ForkServerFailed:
             status = None
         self.returncode = -signal.SIGKILL if status is None else status
-        os.close(self._exited)
         return self.returncode
 
     def stop(self) -> int:

@@ -190,7 +190,7 @@ def _network_prefix() -> tuple[str, ...]:
 # ---- what a confined process sees ----------------------------------------------------------------
 
 
-def _within(path: Path, folder: Path) -> bool:
+def within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
@@ -199,7 +199,7 @@ def _software_dirs() -> list[Path]:
     inside it excepted), nor a folder that holds the repository."""
     repo = settings.REPO_ROOT
     prefix = Path(sys.prefix)
-    venv = prefix if _within(prefix, repo) and prefix != repo else None
+    venv = prefix if within(prefix, repo) and prefix != repo else None
     candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]
     candidates += [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
     candidates += sorted(glob.glob("/usr/local/cuda*"))
@@ -211,7 +211,7 @@ def _software_dirs() -> list[Path]:
         if not raw or not os.path.isabs(raw) or not os.path.isdir(raw):
             continue
         path = Path(os.path.normpath(raw))
-        if _within(repo, path) or (_within(path, repo) and not (venv and _within(path, venv))):
+        if within(repo, path) or (within(path, repo) and not (venv and within(path, venv))):
             continue
         dirs.append(path)
     return dirs
@@ -229,11 +229,11 @@ def _toolchain_prefixes() -> list[str]:
     return found
 
 
-def _outermost(paths: list[Path]) -> list[Path]:
+def outermost(paths: list[Path]) -> list[Path]:
     """The paths that no other one of them contains."""
     kept: list[Path] = []
     for path in sorted(set(paths), key=lambda p: len(p.parts)):
-        if not any(_within(path, k) for k in kept):
+        if not any(within(path, k) for k in kept):
             kept.append(path)
     return kept
 
@@ -242,7 +242,7 @@ def _check_view(view: View) -> None:
     for path in (*view.readable, *view.writable):
         if not Path(path).is_absolute():
             raise ValueError(f"a sandbox View takes absolute paths, not {path}")
-        if _within(settings.REPO_ROOT, Path(path).resolve()):
+        if within(settings.REPO_ROOT, Path(path).resolve()):
             raise ValueError(f"a sandbox View may not show {path}: it holds the repository")
 
 
@@ -274,15 +274,15 @@ def _bwrap_argv(
         elif os.path.isdir(name):
             args += ["--ro-bind", name, name]
             shown.append(Path(name))
-    for path in _outermost(_software_dirs()):
-        if not any(_within(path, s) or _within(path.resolve(), s) for s in shown):
+    for path in outermost(_software_dirs()):
+        if not any(within(path, s) or within(path.resolve(), s) for s in shown):
             args += ["--ro-bind", str(path), str(path)]
             shown.append(path)
     # A repository or cache that lies inside a folder shown above is covered by an empty tmpfs.
     hidden = [
         path
         for path in (settings.REPO_ROOT, settings.cache_dir().resolve())
-        if any(_within(path, s.resolve()) for s in shown)
+        if any(within(path, s.resolve()) for s in shown)
     ]
     for path in hidden:
         args += ["--size", "1048576", "--tmpfs", str(path)]

@@ -27,6 +27,8 @@ import re
 import signal
 from pathlib import Path
 
+from gpu_workers.harness.sandbox.launch import outermost, within
+
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUTS = 0x04000000
 _CLONE_NEWIPC = 0x08000000
@@ -107,9 +109,11 @@ def enter(keep: list[str], cover: list[str], tmp_bytes: int) -> None:
     carried = [
         point
         for point in _mount_points()
-        if _below(point, "/tmp") and not any(_below(point, c) or point == c for c in cover)
+        if point != "/tmp"
+        and within(Path(point), Path("/tmp"))
+        and not any(within(Path(point), Path(c)) for c in cover)
     ]
-    held = _outermost([*carried, *keep])
+    held = [str(path) for path in outermost([Path(p) for p in (*carried, *keep)])]
     # /dev/shm holds them while /tmp and the covers go on; then it is made anew.
     _mount("tmpfs", "/dev/shm", "tmpfs", private, "size=65536,mode=700")
     holders = {folder: f"/dev/shm/{index}" for index, folder in enumerate(held)}
@@ -147,18 +151,6 @@ def _mount_points() -> list[str]:
     with open("/proc/self/mountinfo") as table:
         fields = [line.split(" ")[4] for line in table]
     return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f) for f in fields]
-
-
-def _below(path: str, folder: str) -> bool:
-    return path.startswith(folder.rstrip("/") + "/")
-
-
-def _outermost(paths: list[str]) -> list[str]:
-    kept: list[str] = []
-    for path in sorted(set(paths), key=lambda p: len(Path(p).parts)):
-        if not any(_below(path, outer) or path == outer for outer in kept):
-            kept.append(path)
-    return kept
 
 
 def die_with_parent() -> None:
