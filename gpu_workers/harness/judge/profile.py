@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import secrets
 import statistics
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -102,7 +104,8 @@ def baselines(
         if cached := _cached(path):  # measured by another process while this one waited
             return cached
         result = measure_baselines(problem_path, device, protocol, workdir, reference)
-    store_baselines(problem_path, device, protocol, result)
+        # stored before the lock is let go: a process waiting for it then finds them cached
+        store_baselines(problem_path, device, protocol, result)
     return {**result, "cached": False}
 
 
@@ -197,7 +200,9 @@ def store_baselines(problem_path: Path, device: str, protocol: Protocol, result:
     """What every later profile of this problem on this device and software is compared with."""
     path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({k: v for k, v in result.items() if k != "cached"}))
+    staged = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    staged.write_text(json.dumps({k: v for k, v in result.items() if k != "cached"}))
+    staged.replace(path)  # whole or absent: a reader never parses half a file
 
 
 @dataclass

@@ -5,17 +5,20 @@ profile held for the host's drift is the infrastructure's verdict). The timing d
 judge's clock against the claimed times, drift) are tested on given batches with a busy 2-core
 host's stalls; their live forms are tests/gpu's, where the timer is the device's."""
 
+import dataclasses
 import json
+import threading
+from contextlib import contextmanager
 
 import pytest
 
-from gpu_workers.harness.judge import failure, roofline
+from gpu_workers.harness.judge import failure, gpu_lock, roofline
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge.judge import Batches
 from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.judge.source_gate import Violation
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, problem_source
 from tests.gpu_workers.harness.evaluation import codes, evaluate, profile_past_the_gate
 
 
@@ -45,6 +48,49 @@ def test_patched_timers_do_not_reach_the_measurement():
     """Threat 6, past the static gate: the candidate's import patches every clock it can."""
     result = profile_past_the_gate("cpu", "relu_scale", "bad_patches_timers")
     assert result["candidate_ms"] > 0.001 and result["speedup_vs_eager"] < 100, result
+
+
+def test_baselines_asked_for_by_two_at_once_are_measured_once(tmp_path, monkeypatch):
+    """Runs sharing a machine ask for one problem's baselines together: the one that waited for
+    the GPU lock finds them stored by the other. tests/gpu's workers measured relu_scale's
+    twice: the first stored them after letting the lock go, and the second, a process waiting
+    on the lock, woke in between."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KERNELARENA_CACHE", str(cache))
+    problem = tmp_path / "problem" / "model.py"
+    problem.parent.mkdir()
+    problem.write_text(problem_source("relu_scale"))
+    protocol = dataclasses.replace(LOOSE, compile_modes=(), timing_budget_s=0.1)
+    arrived, stored_when_let_go, real_hold = threading.Semaphore(0), [], gpu_lock.hold
+
+    @contextmanager
+    def observed_hold(device):
+        arrived.release()
+        with real_hold(device) as waited:
+            yield waited
+            # what a process waiting on the lock would find the moment it is let go
+            stored_when_let_go.append(bool(list((cache / "baselines").rglob("*.json"))))
+
+    monkeypatch.setattr(gpu_lock, "hold", observed_hold)
+    results = []
+
+    def ask(index: int) -> None:
+        workdir = tmp_path / f"io{index}"
+        workdir.mkdir()
+        results.append(profile_mod.baselines(problem, "cpu", protocol, workdir))
+
+    askers = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+    with real_hold("cpu"):  # both reach the lock before either measures
+        for asker in askers:
+            asker.start()
+        for _ in askers:
+            assert arrived.acquire(timeout=300)
+    for asker in askers:
+        asker.join(timeout=300)
+    assert sorted(r["cached"] for r in results) == [False, True], results
+    assert results[0]["eager_ms"] == results[1]["eager_ms"]
+    # known-bad (stored after the lock is let go): the measuring one's entry here is False
+    assert stored_when_let_go == [True, True]
 
 
 # ---- the judge's clock against the claimed times, on a busy host ----
