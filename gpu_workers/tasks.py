@@ -30,10 +30,12 @@ from gpu_workers import (
     agent_checks,
     agent_run,
     baseline_measurement,
+    machine_warm_up,
     problem_validation,
     regrade,
     waiting_work,
 )
+from gpu_workers.harness.vocabulary import device_for
 from webapp import work_kinds
 from webapp.celery import (
     CHECK_AGENTS,
@@ -139,6 +141,20 @@ def start_reaper(sender, **_) -> None:
     threading.Thread(target=_reap_forever, args=(served,), name="reaper", daemon=True).start()
     if served[work_kinds.RUN.name]:  # the workers that run agents check them
         threading.Thread(target=_check_agents_forever, name="agent-checks", daemon=True).start()
+    judging = served[work_kinds.RUN.name] + served[work_kinds.GRADE.name]  # compile and time
+    devices = sorted({device_for(gpu_type) for gpu_type in judging})
+    if devices:
+        threading.Thread(target=_warm_up, args=(devices,), name="warm-up", daemon=True).start()
+
+
+def _warm_up(devices: list[str]) -> None:
+    """The machine's once-only costs (gpu_workers/machine_warm_up.py), so no first run pays
+    them; a failure here only means a first run pays them after all."""
+    for device in devices:
+        try:
+            log.info("machine warm-up on %s: %s", device, machine_warm_up.warm(device))
+        except Exception:
+            log.warning("machine warm-up on %s failed; a first run pays it", device, exc_info=True)
 
 
 @worker_shutdown.connect

@@ -19,20 +19,28 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$OUT/gpu.txt"
 # -p no:django: the carried wheels may hold pytest-django, which tests/gpu does not use.
 # Workers (pytest-xdist) compile on the host's cores side by side; only measuring holds the GPU
-# lock, so timings stay one at a time. GPU_TEST_WORKERS=0 runs them in one process.
+# lock, so timings stay one at a time; worksteal gives each worker a run of tests of one module
+# (one session of it, not six) and lets an idle one take from a busy one. GPU_TEST_WORKERS=0 runs
+# them in one process.
 WORKERS=${GPU_TEST_WORKERS:-6}
 PARALLEL=()
-if [ "$WORKERS" -gt 0 ] && python3 -c 'import xdist' 2>/dev/null; then PARALLEL=(-n "$WORKERS"); fi
+if [ "$WORKERS" -gt 0 ] && python3 -c 'import xdist' 2>/dev/null; then PARALLEL=(-n "$WORKERS" --dist worksteal); fi
 export GPU_TEST_LOG="$OUT/gpu-test-times.log"
 started=$(date +%s)
 status=0
-# Tests marked whole_gpu (sets of several GiB) run afterwards, alone on the GPU. pytest's
+# Tests marked whole_gpu (sets of several GiB) run first, alone on the GPU. pytest's
 # status 5 (no test selected, as when "$@" picks none of them) is no failure.
 run_tests() {
   python3 -m pytest tests/gpu -q -p no:cacheprovider -p no:django "$@" 2>&1 \
     | tee -a "$OUT/gpu-tests.log" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
 }
-run_tests --durations=0 "${PARALLEL[@]}" -m "not whole_gpu" "$@"
+# The cuda fixture candidates build (cpu only) while the whole-GPU tests, which need none, run
+# alone on the GPU; then the rest, which find them built.
+python3 -m tests.gpu.prebuild >"$OUT/prebuild.log" 2>&1 &
+prebuilding=$!
 run_tests --durations=0 -m whole_gpu "$@"
+wait "$prebuilding" || { status=$?; cat "$OUT/prebuild.log"; }
+cat "$OUT/prebuild.log" >>"$OUT/gpu.txt"
+run_tests --durations=0 "${PARALLEL[@]}" -m "not whole_gpu" "$@"
 echo "tests/gpu: $(( $(date +%s) - started )) s with ${PARALLEL[*]:-one process}" | tee -a "$OUT/gpu.txt"
 exit $status

@@ -3,57 +3,48 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
 import torch
 
-from gpu_workers.harness import settings
-from gpu_workers.harness.build import compile, workspace
 from gpu_workers.harness.judge import gpu_lock, profile
 from gpu_workers.harness.session import Session
-from tests.conftest import FIXTURES, candidate_dir
+from tests.gpu import prebuild
 
 if not torch.cuda.is_available():
     collect_ignore_glob = ["test_*.py"]
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def prebuilt_cuda_candidates(tmp_path_factory):
-    """Builds every cuda candidate at once (ninja per candidate, in parallel), so the tests that
-    follow hit the content-addressed cache instead of compiling one after another. Under
-    pytest-xdist every worker asks; one builds under a file lock while the others wait, then
-    find everything cached. (Building in the background while tests ran took longer on the
-    lent H100: the tests' own runners and compiles slowed down behind it, lock holders too.)"""
-    names = sorted(p.name for p in (FIXTURES / "candidates" / "cuda").iterdir())
+    """Every cuda fixture candidate built once (tests/gpu/prebuild.py), for the modules that
+    judge them; the fusion and whole-GPU tests do not wait for it. (Building in the background
+    while tests ran took longer on the lent H100: the tests' own runners and compiles slowed
+    down behind it, lock holders too; scripts/gpu_tests.sh builds them beside the whole-GPU
+    tests instead, which need no candidate.)"""
     root = tmp_path_factory.mktemp("prebuild")
+    seconds = prebuild.build_once("cuda-fixtures", prebuild.cuda_candidate_jobs(), root)
+    _log(f"prebuild cuda fixtures {seconds:6.1f} s in {_worker()}")
 
-    def build(name: str):
-        ws = workspace.create(root / name, "class Model: ...", "cuda")
-        workspace.copy_candidate(ws, candidate_dir("cuda", name))
-        return name, compile.build(ws, "cuda")
 
-    lock_dir = settings.cache_dir() / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / "prebuild.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            return dict(pool.map(build, names))
+def _worker() -> str:
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+def _log(line: str) -> None:
+    if path := os.environ.get("GPU_TEST_LOG"):
+        with open(path, "a") as log:
+            log.write(line + "\n")
 
 
 def pytest_sessionfinish(session):
     """How long this process held the GPU lock: the tests' GPU time, against their wall time
     (with six workers, the lock is what they queue on)."""
-    path = os.environ.get("GPU_TEST_LOG")
-    if path:
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        with open(path, "a") as log:
-            log.write(f"gpu lock held {gpu_lock.held_seconds():7.1f} s  by {worker}\n")
+    _log(f"gpu lock held {gpu_lock.held_seconds():7.1f} s  by {_worker()}")
 
 
 @pytest.fixture(autouse=True)

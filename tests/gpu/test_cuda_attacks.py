@@ -36,6 +36,9 @@ from tests.gpu_workers.harness.evaluation import codes
 
 PROBLEM = "gpu/relu_scale"  # y = relu(x) * 1.5 over 8192x8192 floats
 
+# the cuda fixture candidates, built at once before the first test (conftest.py)
+pytestmark = pytest.mark.usefixtures("prebuilt_cuda_candidates")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def confined():

@@ -11,6 +11,9 @@ from gpu_workers.harness.session import Session
 from tests.conftest import candidate_dir, problem_source
 from tests.gpu_workers.harness.evaluation import codes, profile_past_the_gate
 
+# the cuda fixture candidates, built at once before the first test (conftest.py)
+pytestmark = pytest.mark.usefixtures("prebuilt_cuda_candidates")
+
 
 def evaluate(problem, candidate, protocol=LOOSE, profile=True):
     source = problem_source(f"gpu/{problem}")

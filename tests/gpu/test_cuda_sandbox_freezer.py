@@ -10,6 +10,9 @@ from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.sandbox.census import descendants
 from tests.gpu_workers.harness.test_sandbox_freezer import _TICK_S, _cpu_over, busy_runner_on
 
+# the cuda fixture candidates, built at once before the first test (conftest.py)
+pytestmark = pytest.mark.usefixtures("prebuilt_cuda_candidates")
+
 
 @pytest.fixture(scope="module")
 def busy_runner():

@@ -28,12 +28,9 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA device", allow_module_level=True)
 
-from concurrent.futures import ThreadPoolExecutor  # noqa: E402
-
-from gpu_workers.harness.build import compile as harness_compile  # noqa: E402
-from gpu_workers.harness.build import workspace  # noqa: E402
 from gpu_workers.harness.judge.protocol import FP32_STRICT, LOOSE  # noqa: E402
 from gpu_workers.harness.session import Session  # noqa: E402
+from tests.gpu import prebuild  # noqa: E402
 
 STRICT_GEMM = linear_bias_relu(rows=256, k=512, n=384)
 LARGER = [
@@ -50,21 +47,15 @@ OUTPUTS_ONLY = dataclasses.replace(LOOSE, timing_budget_s=0.25)
 
 @pytest.fixture(scope="module", autouse=True)
 def prebuilt(tmp_path_factory):
-    """Builds every candidate at once (the compile cache is content-addressed), so the sessions
-    below find their extensions built instead of compiling one after another."""
-    root = tmp_path_factory.mktemp("prebuild")
+    """Every candidate below built at once, by one worker (tests/gpu/prebuild.py), so the
+    sessions find their extensions built instead of compiling one after another."""
     jobs = [(c, {}) for c in ALL + LARGER]
     jobs += [(STRICT_GEMM, {"allow_tf32": False}), (PROFILED, {})]
-
-    def build(job):
-        (case, options), index = job
-        ws = workspace.create(root / str(index), case.problem, "cuda")
-        for path, text in compile_graph(case.ir, "cuda", **options).files.items():
-            ws.write_file(path, text)
-        return harness_compile.build(ws, "cuda")
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(build, zip(jobs, range(len(jobs)), strict=True)))
+    builds = [
+        prebuild.Job(str(index), case.problem, compile_graph(case.ir, "cuda", **options).files)
+        for index, (case, options) in enumerate(jobs)
+    ]
+    prebuild.build_once("fusion", builds, tmp_path_factory.mktemp("prebuild"))
 
 
 def _session(case, tmp_path, protocol=OUTPUTS_ONLY, **options):

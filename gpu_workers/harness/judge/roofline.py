@@ -30,7 +30,8 @@ def floor_ms(flops: int, nbytes: int, peaks: Peaks, protocol: Protocol) -> float
     return max(compute_ms, memory_ms)
 
 
-def _cache_path(device: str) -> Path:
+def peaks_file(device: str) -> Path:
+    """Where this machine's measured peaks are kept (measured once, on first use)."""
     import torch
 
     slug = re.sub(r"[^A-Za-z0-9]+", "-", environment.device_name(device, settings.gpu_index()))
@@ -38,7 +39,7 @@ def _cache_path(device: str) -> Path:
 
 
 def peaks(device: str) -> Peaks:
-    path = _cache_path(device)
+    path = peaks_file(device)
     if not path.is_file():
         path.parent.mkdir(exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
