@@ -421,14 +421,30 @@ class Session:
         return result
 
     def graph(self) -> dict:
-        """The problem's Graph IR (docs/fusion.md), captured in the sandbox once per session:
-        model.py is read-only."""
+        """The problem's Graph IR (docs/fusion.md), captured once per session (model.py is
+        read-only) in the session's reference runner: its process starts outside the GPU lock
+        (forked where the fork server is up) and stays for the judged steps; only loading the
+        problem and lowering it on the device hold the lock. A problem that cannot be loaded
+        gives an IR with no nodes and the reason."""
         if self._graph is None:
-            with gpu_lock.hold(self.device):  # it runs the problem on the device
-                self._graph = graph_mod.capture(
-                    self.read_file("model.py"), self.device, self.protocol, workdir=self.workdir
-                )
+            self._graph = self._capture_graph()
         return self._graph
+
+    def _capture_graph(self) -> dict:
+        try:
+            check_source(self.read_file("model.py"))
+        except ProblemError as exc:
+            return graph_mod.empty_graph(self.device, [str(exc)])
+        try:
+            self._start_fork_server()  # the reference forks from it, and every candidate later
+        except (RunnerError, sandbox.SandboxUnavailable):
+            pass  # the reference starts afresh, as where there is no server
+        self._reference_up()
+        try:
+            with gpu_lock.hold(self.device):  # it runs the problem on the device
+                return self._reference_runner().call("graph")
+        except RunnerError as exc:
+            return graph_mod.empty_graph(self.device, [f"graph: {exc}"])
 
     def evaluate(self) -> dict:
         """The full Verdict of DESIGN.md."""

@@ -4,8 +4,10 @@ lowered to the fusion compiler's core ops.
 The parent side (`capture`) never imports the problem: a sandboxed child (the `graph` step)
 traces it with `torch.fx.symbolic_trace` (or, for a forward whose Python control flow keeps fx
 out, TorchDynamo's whole-graph capture on the seeded inputs), propagates shapes on the seeded
-inputs (`ShapeProp`) and lowers every node that the outputs depend on (`capture_in_child`,
-`lower`; the walk is lowering, the op tables ops). What cannot be lowered is named
+inputs (`ShapeProp`) and lowers every node that the outputs depend on (`lower_problem`,
+`lower`; the walk is lowering, the op tables ops). A Session captures in its reference runner
+instead (the `graph` command), so the process it starts outside the GPU lock serves its judged
+steps too. What cannot be lowered is named
 in `unsupported`, one string per op: "<op> (<how it was called>): <why>".
 """
 
@@ -97,8 +99,22 @@ def capture_in_child(request: dict) -> dict:
     if not isinstance(model_cls, type) or not issubclass(model_cls, nn.Module):
         return empty_graph(device, ["Model must be a subclass of torch.nn.Module"])
     model = problem.build_model(module, device, protocol.init_seed)
+    return lower_problem(module, model, device, protocol)
+
+
+def lower_problem(module, model: nn.Module, device: str, protocol: Protocol) -> dict:
+    """A loaded problem's IR: its model lowered on the first public seed's inputs, in a
+    sandboxed process (the `graph` step's child, or a Session's reference runner, which then
+    serves the judged steps: the model is read, never changed, and TorchDynamo's caches of a
+    fallback capture are dropped)."""
+    from gpu_workers.harness.runner import problem
+
+    problem.reference_precision(protocol)
     inputs = problem.make_inputs(module, protocol.seeds()[0], device)
-    return lower(model, inputs, device)
+    try:
+        return lower(model, inputs, device)
+    finally:
+        torch._dynamo.reset()
 
 
 def lower(model: nn.Module, inputs: list, device: str) -> dict:

@@ -25,6 +25,8 @@ MAX_COUNT = (1 << 63) - 1  # FLOPs, bytes, plain integer inputs: what fits an in
 MAX_VIOLATIONS = 64  # a trial reports at most 4 of its own
 MAX_CODE = 64
 MAX_TEXT = 20_000  # a violation's detail or an error (a long list of torch ops fits)
+MAX_GRAPH_ITEMS = 100_000  # values in a Graph IR, all nested levels together
+MAX_GRAPH_DEPTH = 16
 
 Schema = Callable[[object, dict, str], None]
 
@@ -169,6 +171,29 @@ def either(first: Schema, second: Schema, wanted: str) -> Schema:
     return check_either
 
 
+def bounded_json(value, request: dict, where: str) -> None:
+    """Any JSON of at most MAX_GRAPH_ITEMS values, MAX_GRAPH_DEPTH levels deep and texts of
+    MAX_TEXT: what the fusion planner reads field by field (agent/fusion), checked there."""
+    pending, seen = [(value, where, 0)], 0
+    while pending:
+        item, at, depth = pending.pop()
+        seen += 1
+        if seen > MAX_GRAPH_ITEMS or depth > MAX_GRAPH_DEPTH:
+            _fail(where, f"at most {MAX_GRAPH_ITEMS} values, {MAX_GRAPH_DEPTH} levels deep", value)
+        if isinstance(item, dict):
+            for key, entry in item.items():
+                text(MAX_CODE)(key, request, f"{at} key")
+                pending.append((entry, f"{at}.{key}", depth + 1))
+        elif isinstance(item, list):
+            pending.extend((entry, f"{at}[{i}]", depth + 1) for i, entry in enumerate(item))
+        elif isinstance(item, str):
+            text(MAX_TEXT)(item, request, at)
+        elif isinstance(item, float) and not math.isfinite(item):
+            _fail(at, "a finite number", item)
+        elif item is not None and not isinstance(item, bool | int | float):
+            _fail(at, "JSON", item)
+
+
 # ---- the replies ----
 
 TENSOR = record(dtype=dtype, shape=shape)
@@ -199,5 +224,15 @@ REPLIES: dict[str, Schema] = {
         record(outputs=OUTPUTS, copied=flag),
         record(compile_error=text(MAX_TEXT)),
         "torch.compile's outputs, or why it failed",
+    ),
+    # the problem's Graph IR (capture/graph.py), for a Session's inspect_graph
+    "graph": record(
+        format=text(MAX_CODE),
+        device=text(MAX_CODE),
+        inputs=list_of(bounded_json, most=MAX_GRAPH_ITEMS),
+        params=list_of(bounded_json, most=MAX_GRAPH_ITEMS),
+        nodes=list_of(bounded_json, most=MAX_GRAPH_ITEMS),
+        outputs=list_of(bounded_json, most=MAX_GRAPH_ITEMS),
+        unsupported=list_of(text(MAX_TEXT), most=MAX_GRAPH_ITEMS),
     ),
 }

@@ -4,7 +4,7 @@ on seeds the judge draws, and copies inputs and outputs into buffers the judge l
 prepare (the process is up) -> load -> make(seed, probe) -> [bind] -> share: a set's inputs and
 fp32 reference outputs, in the judge's buffers. time: eager or torch.compile on those inputs (no
 candidate ever runs here). counts: FLOPs and minimum bytes. compiled: torch.compile's outputs,
-for validation.
+for validation. graph: the problem's Graph IR (capture/graph.py), for a Session's inspect_graph.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from gpu_workers.harness.capture import graph as graph_mod
 from gpu_workers.harness.judge import sensitivity
 from gpu_workers.harness.judge.protocol import Protocol
 from gpu_workers.harness.runner import problem as problem_mod
@@ -130,6 +131,12 @@ def compiled(state: RunnerState, message: dict, fds: list[int]) -> dict:
     return {"outputs": describe(got), "copied": copied}
 
 
+def graph(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    """The loaded problem's Graph IR, on the first public seed's inputs (dropped after)."""
+    module, model = state.extra["module"], state.extra["model"]
+    return graph_mod.lower_problem(module, model, state.device, state.extra["protocol"])
+
+
 COMMANDS = {
     **COMMON,
     "prepare": prepare,
@@ -138,4 +145,5 @@ COMMANDS = {
     "share": share,
     "counts": counts,
     "compiled": compiled,
+    "graph": graph,
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from gpu_workers.harness.capture import graph
+from gpu_workers.harness.judge import gpu_lock, runner_process
 from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.session import Session
 from tests.conftest import FIXTURES, problem_source
@@ -257,20 +259,41 @@ def test_a_source_that_is_not_a_problem_is_refused_before_anything_runs():
     assert ir["nodes"] == [] and "syntax error" in ir["unsupported"][0]
 
 
-def test_the_session_captures_once(tmp_path, monkeypatch):
-    calls = []
-    real = graph.capture
+def test_the_session_captures_once_in_its_reference_runner(tmp_path, monkeypatch):
+    """The capture's process starts outside the GPU lock (an interpreter and torch: seconds on a
+    GPU host, which other runs' judged steps used to wait out) and serves the judged steps
+    after; only loading and lowering the problem hold the lock."""
+    events, real_hold, real_settle = [], gpu_lock.hold, runner_process.RunnerProcess.settle
 
-    def counting(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
+    @contextmanager
+    def logged_hold(device):
+        with real_hold(device) as waited:
+            events.append("lock")
+            yield waited
 
-    monkeypatch.setattr(graph, "capture", counting)
+    def logged_settle(self, *args, **kwargs):  # the first waits for the process to be up
+        settled = real_settle(self, *args, **kwargs)
+        if f"{self.role} up" not in events:
+            events.append(f"{self.role} up")
+        return settled
+
+    monkeypatch.setattr(gpu_lock, "hold", logged_hold)
+    monkeypatch.setattr(runner_process.RunnerProcess, "settle", logged_settle)
     with Session(fusion_source("scaled_softmax"), "cpu", root=tmp_path / "s") as session:
         first = session.graph()
         assert session.graph() is first
-    assert len(calls) == 1 and calls[0][1:] == ("cpu", LOOSE)
+        # known-bad (the capture's own process, started under the lock): ["lock"]
+        assert events == ["reference up", "lock"]
     assert first["nodes"] == EXPECTED["scaled_softmax"][2]
+    assert first == graph.capture(fusion_source("scaled_softmax"), "cpu", LOOSE)
+
+
+def test_a_problem_the_session_cannot_load_gives_an_empty_graph_with_the_reason(tmp_path):
+    source = problem_source("raises_in_forward").replace("class Model(nn.Module)", "class Model")
+    with Session(source, "cpu", root=tmp_path / "s") as session:
+        ir = session.graph()
+    assert ir["nodes"] == []
+    assert "Model must be a subclass of torch.nn.Module" in ir["unsupported"][0]
 
 
 # ---- the lowering rules, on trusted models in this process ----

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_workers.harness.capture import graph
+from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.judge.runner_replies import (
     MAX_DIMS,
     MAX_ELEMENTS,
+    MAX_GRAPH_ITEMS,
     MAX_TENSORS,
     MAX_TEXT,
     MAX_VIOLATIONS,
@@ -17,6 +20,7 @@ from gpu_workers.harness.judge.runner_replies import (
     check,
 )
 from gpu_workers.harness.runner import candidate_side, reference_side
+from tests.conftest import problem_source
 
 TENSOR = {"dtype": "float32", "shape": [256, 1024]}
 TIME = {"fn": "eager", "slot": 1, "into": "none"}
@@ -59,6 +63,8 @@ GOOD = [
         },
     ),
     ("time", TRIAL, {"error": "ValueError at model_new.py:12: bad"}),  # its code raised
+    ("graph", {}, graph.capture(problem_source("relu_scale"), "cpu", LOOSE)),
+    ("graph", {}, graph.empty_graph("cpu", ["graph: could not load the problem"])),
 ]
 
 
@@ -77,6 +83,17 @@ def _trial(**fields) -> dict:
 
 def _make(**fields) -> dict:
     return {"inputs": [TENSOR], "outputs": [TENSOR], "shared": False, **fields}
+
+
+def _graph(**fields) -> dict:
+    return {**graph.empty_graph("cuda", []), **fields}
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 BAD = {
@@ -141,6 +158,12 @@ BAD = {
     ),
     "a long code": ("time", TRIAL, _trial(violations=[{"code": "x" * 65, "detail": ""}])),
     "a long error": ("load", {}, {"error": "x" * (MAX_TEXT + 1)}),
+    # the Graph IR: its keys, and bounded JSON inside them
+    "a graph without nodes": ("graph", {}, _graph(nodes=None)),
+    "a graph node that is no JSON": ("graph", {}, _graph(nodes=[{"op": float("nan")}])),
+    "a graph nested past its depth": ("graph", {}, _graph(nodes=[_nested(40)])),
+    "a graph of too many values": ("graph", {}, _graph(nodes=[[0] * (MAX_GRAPH_ITEMS + 1)])),
+    "an unsupported entry that is no text": ("graph", {}, _graph(unsupported=[{"op": 1}])),
 }
 
 
