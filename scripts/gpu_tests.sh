@@ -35,20 +35,12 @@ run_tests() {
     | tee -a "$OUT/gpu-tests.log" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
 }
 # The cuda fixture candidates build (cpu only) while the whole-GPU tests, which need none, run
-# alone on the GPU, then the test that watches the host's free disk space, once the prebuild
-# has published its precompiled header (the one large file it writes: 0.5 GB, in its first
-# 20-30 s; after it, objects and libraries of a few MB each). Then the rest, which find the
-# candidates built.
+# alone on the GPU; then the rest, which find them built.
 python3 -m tests.gpu.prebuild >"$OUT/prebuild.log" 2>&1 &
 prebuilding=$!
 run_tests --durations=0 -m whole_gpu "$@"
-until compgen -G "$KERNELARENA_CACHE/pch/*/prelude.h" >/dev/null \
-  || compgen -G "$KERNELARENA_CACHE/pch/*.failed" >/dev/null || ! kill -0 "$prebuilding" 2>/dev/null; do
-  sleep 1
-done
-run_tests --durations=0 -m host_disk "$@"
 wait "$prebuilding" || { status=$?; cat "$OUT/prebuild.log"; }
 cat "$OUT/prebuild.log" >>"$OUT/gpu.txt"
-run_tests --durations=0 "${PARALLEL[@]}" -m "not whole_gpu and not host_disk" "$@"
+run_tests --durations=0 "${PARALLEL[@]}" -m "not whole_gpu" "$@"
 echo "tests/gpu: $(( $(date +%s) - started )) s with ${PARALLEL[*]:-one process}" | tee -a "$OUT/gpu.txt"
 exit $status

@@ -19,20 +19,13 @@ if not torch.cuda.is_available():
     collect_ignore_glob = ["test_*.py"]
 
 
-@pytest.fixture
-def prebuilt_cuda_candidates(request):
+@pytest.fixture(scope="session")
+def prebuilt_cuda_candidates(tmp_path_factory):
     """Every cuda fixture candidate built once (tests/gpu/prebuild.py), for the modules that
     judge them; the fusion and whole-GPU tests do not wait for it. (Building in the background
     while tests ran took longer on the lent H100: the tests' own runners and compiles slowed
     down behind it, lock holders too; scripts/gpu_tests.sh builds them beside the whole-GPU
-    tests instead, which need no candidate.) A host_disk test, which scripts/gpu_tests.sh runs
-    while that build goes on, compiles only its own candidate."""
-    if not request.node.get_closest_marker("host_disk"):
-        request.getfixturevalue("_cuda_candidates_built")
-
-
-@pytest.fixture(scope="session")
-def _cuda_candidates_built(tmp_path_factory):
+    tests instead, which need no candidate.)"""
     root = tmp_path_factory.mktemp("prebuild")
     seconds = prebuild.build_once("cuda-fixtures", prebuild.cuda_candidate_jobs(), root)
     _log(f"prebuild cuda fixtures {seconds:6.1f} s in {_worker()}")

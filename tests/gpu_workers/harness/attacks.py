@@ -154,6 +154,12 @@ class WalkOnly:
         return getattr(os, name)
 
 
+# How far the host's free space may fall while an attack runs: the host's own work goes on beside
+# it (another job's build, another test's 1 GiB known-bad), so the bound sits far above that and
+# far under what an escape writes there (the filler 3 GiB in each place, the flood 4 GiB).
+HOST_DROP_LIMIT = 2 << 30
+
+
 class HostDiskWatch:
     """Samples the free space of the host's temporary folder (where a worker's files go) while
     in use; `largest_drop` is how far it fell below where it started."""

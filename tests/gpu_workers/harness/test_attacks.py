@@ -36,6 +36,7 @@ from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.session import Session
 from tests.conftest import FIXTURES, candidate_dir, problem_source
 from tests.gpu_workers.harness.attacks import (
+    HOST_DROP_LIMIT,
     MARK,
     PLANTED_NAME,
     REPO,
@@ -349,12 +350,6 @@ def test_a_process_that_outlives_the_step_dies_with_it(session):
     assert host_processes_with(marker) == []
     assert escaped(since) == []
     assert os.access(session.workspace.root, os.W_OK)  # known-bad: a target the host allows
-
-
-# How far the host's free space may fall while an attack runs: the host's own work goes on beside
-# it (another job's build, another test's 1 GiB known-bad), so the bound sits far above that and
-# far under what an escape writes there (the filler 3 GiB in each place, the flood 4 GiB).
-HOST_DROP_LIMIT = 2 << 30
 
 
 def test_filling_tmp_and_the_disk_leaves_the_host_untouched(session):
