@@ -89,7 +89,8 @@ CHILD_TIMEOUT_S = 3600
 
 class StepClock:
     """The Session as the agent sees it, with each harness step timed: a step is
-    {step, digest (of the sources it ran on), seconds, at (since the clock started), ok}."""
+    {step, digest (of the sources it ran on), seconds, at (since the clock started), ok,
+    lock_s (the GPU lock held in it)}, and a profile's rounds, spread and clock check."""
 
     def __init__(self, session):
         self.session = session
@@ -112,9 +113,11 @@ class StepClock:
         return self._timed("profile", self.session.profile)
 
     def _timed(self, step: str, call):
+        from gpu_workers.harness.judge import gpu_lock
         from gpu_workers.harness.vocabulary import sources_digest
 
         digest = sources_digest(self.session.sources())
+        held_before = gpu_lock.held_seconds()
         started = time.monotonic()
         result = call()
         seconds = time.monotonic() - started
@@ -128,9 +131,15 @@ class StepClock:
                 "ok": ok,
                 # where a judged step's time went (the Session's verdict says it)
                 **({"phases_s": result["phases_s"]} if result.get("phases_s") else {}),
+                # what ended a profile's timing: its rounds, spread and the clock check
+                **{k: result[k] for k in _TIMING_FIELDS if result.get(k) is not None},
+                "lock_s": round(gpu_lock.held_seconds() - held_before, 3),
             }
         )
         return result
+
+
+_TIMING_FIELDS = ("samples", "spread", "clock", "candidate_ms")
 
 
 def first_profile_s(steps: list[dict]) -> float | None:
