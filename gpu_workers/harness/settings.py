@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -17,6 +19,16 @@ def cache_dir() -> Path:
     path = Path(os.environ.get("KERNELARENA_CACHE") or Path.home() / ".cache" / "kernelarena")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def publish_json(path: Path, data) -> None:
+    """Writes `data` as JSON to `path` in the cache, whole or not at all (a temporary file,
+    renamed): the workers of a machine read what the others write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    with os.fdopen(fd, "w") as out:
+        json.dump(data, out)
+    os.replace(partial, path)
 
 
 def gpu_index() -> str:

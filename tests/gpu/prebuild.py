@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import json
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -78,8 +79,6 @@ def cuda_candidate_jobs() -> list[Job]:
 
 
 def main() -> int:
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="prebuild-") as root:
         seconds = build_once("cuda-fixtures", cuda_candidate_jobs(), Path(root))
     print(f"prebuild: cuda fixtures in {seconds:.1f} s", flush=True)

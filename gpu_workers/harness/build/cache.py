@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path, PurePosixPath
 
 from gpu_workers.harness import settings
@@ -73,12 +72,7 @@ def remember(first_key: str, dependencies: list[str]) -> None:
     """Adds a dependency list to the source's manifest, published by rename (two workers
     writing at once may lose one's entry: that costs a rebuild, never a wrong object)."""
     known = [d for d in _remembered(first_key) if d != dependencies]
-    path = _manifest_path(first_key)
-    path.parent.mkdir(exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    with os.fdopen(fd, "w") as out:
-        json.dump([dependencies, *known][:MAX_REMEMBERED], out)
-    os.replace(partial, path)
+    settings.publish_json(_manifest_path(first_key), [dependencies, *known][:MAX_REMEMBERED])
 
 
 def _manifest_path(first_key: str) -> Path:

@@ -207,14 +207,13 @@ def build(ws: Workspace, device: str) -> CompileResult:
     return CompileResult(True, seconds, False, "", str(ext_dir))
 
 
-def warm(device: str) -> bool:
+def warm(device: str) -> None:
     """Builds what a machine's first compile would otherwise pay for, the precompiled torch
     prelude (24 s of a first KernelBench run's 32 s compile on a lent H200): a worker calls it
-    as it starts (gpu_workers/machine_warm_up.py). Whether this toolchain has one."""
+    as it starts (gpu_workers/machine_warm_up.py)."""
     chain = toolchain(device)
     memory = _memory_per_job(os.cpu_count() or 1)
-    prelude = precompiled_header.prelude(chain.cxx, chain.cflags, chain.digest(), device, memory)
-    return prelude is not None
+    precompiled_header.prelude(chain.cxx, chain.cflags, chain.digest(), device, memory)
 
 
 def _cached_extension(chain: Toolchain, plan: _Plan) -> Path | None:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import secrets
 import statistics
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -199,10 +197,7 @@ def _settled(
 def store_baselines(problem_path: Path, device: str, protocol: Protocol, result: dict) -> None:
     """What every later profile of this problem on this device and software is compared with."""
     path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    staged.write_text(json.dumps({k: v for k, v in result.items() if k != "cached"}))
-    staged.replace(path)  # whole or absent: a reader never parses half a file
+    settings.publish_json(path, {k: v for k, v in result.items() if k != "cached"})
 
 
 @dataclass

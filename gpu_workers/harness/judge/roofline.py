@@ -41,14 +41,13 @@ def peaks_file(device: str) -> Path:
 def peaks(device: str) -> Peaks:
     path = peaks_file(device)
     if not path.is_file():
-        path.parent.mkdir(exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
             result, failure = sandbox.run_step(
                 "peaks", {"device": device}, Path(tmp), device, 600, view=sandbox.View()
             )
         if failure:
             raise RuntimeError(f"measuring peaks failed: {failure}")
-        path.write_text(json.dumps(result))
+        settings.publish_json(path, result)
     data = json.loads(path.read_text())
     return Peaks(**{k: data[k] for k in asdict(Peaks("", 0, 0, 0))})
 
