@@ -207,30 +207,38 @@ class Session:
         self, judge: Judge, extension_dir: str, phases: StepPhases
     ) -> verify_mod.VerifyResult | None:
         """The trials with the GPU shared, in a candidate process stopped before the lock is let
-        go (nothing it left on the device outlives it): a passed verdict, or None when they must
-        be run again alone (they failed, or a runner did)."""
+        go (nothing it left on the device outlives it), and every set freed then too (a run
+        waiting to time holds no memory another's timing needs): a passed verdict, or None when
+        they must be run again alone (they failed, or a runner or the judge did: a neighbour may
+        have taken the memory they needed)."""
         runner = self._candidate_and_reference(phases)
         verdict = None
         try:
-            with phases("shared wait"), gpu_lock.share(self.device):
-                try:
-                    with phases("reference start"):
-                        reference = self._reference_runner()
-                    with phases("shared candidate load"):
-                        candidate = runner_process.load_candidate(
-                            runner, extension_dir, self.root, self.device, self.protocol
-                        )
-                    with phases("shared trials"):
-                        verdict = verify_mod.trials(judge, reference, candidate)
-                finally:
-                    with phases("shared candidate stop"):
-                        self._stop(runner)
-        except RunnerError as failed:
-            if failed.role == "reference":
+            with ExitStack() as shared:
+                with phases("shared wait"):
+                    shared.enter_context(gpu_lock.share(self.device))
+                shared.callback(self._let_go_of_sets, judge, runner, phases)
+                with phases("reference start"):
+                    reference = self._reference_runner()
+                with phases("shared candidate load"):
+                    candidate = runner_process.load_candidate(
+                        runner, extension_dir, self.root, self.device, self.protocol
+                    )
+                with phases("shared trials"):
+                    verdict = verify_mod.trials(judge, reference, candidate)
+        except Exception as failed:  # judged again alone, where it stands or not
+            if isinstance(failed, RunnerError) and failed.role == "reference":
                 self._drop_reference()  # the alone phase starts it afresh
         finally:
             self._stop(runner)  # where the lock was never had
         return verdict if verdict and verdict.ok else None
+
+    def _let_go_of_sets(self, judge: Judge, runner, phases: StepPhases) -> None:
+        with phases("shared candidate stop"):
+            self._stop(runner)
+            judge.free()
+            if self._reference:
+                self._release_reference()
 
     def _judged_alone(self, judge: Judge, extension_dir: str, phases: StepPhases, verdict):
         """Timing (and the trials where `verdict` is None) with the GPU held alone."""
