@@ -90,8 +90,7 @@ CHILD_TIMEOUT_S = 3600
 class StepClock:
     """The Session as the agent sees it, with each harness step timed: a step is
     {step, digest (of the sources it ran on), seconds, at (since the clock started), ok,
-    lock_s and shared_s (the GPU lock held in it alone, and shared)}, and a profile's rounds,
-    spread and clock check."""
+    lock_s (the GPU lock held in it)}, and a profile's rounds, spread and clock check."""
 
     def __init__(self, session):
         self.session = session
@@ -118,7 +117,7 @@ class StepClock:
         from gpu_workers.harness.vocabulary import sources_digest
 
         digest = sources_digest(self.session.sources())
-        held_before = {mode: gpu_lock.held_seconds(mode) for mode in ("alone", "shared")}
+        held_before = gpu_lock.held_seconds()
         started = time.monotonic()
         result = call()
         seconds = time.monotonic() - started
@@ -134,8 +133,7 @@ class StepClock:
                 **({"phases_s": result["phases_s"]} if result.get("phases_s") else {}),
                 # what ended a profile's timing: its rounds, spread and the clock check
                 **{k: result[k] for k in _TIMING_FIELDS if result.get(k) is not None},
-                "lock_s": round(gpu_lock.held_seconds("alone") - held_before["alone"], 3),
-                "shared_s": round(gpu_lock.held_seconds("shared") - held_before["shared"], 3),
+                "lock_s": round(gpu_lock.held_seconds() - held_before, 3),
             }
         )
         return result
@@ -174,15 +172,14 @@ def run_problem(path: Path, device: str, max_turns: int, recompile: bool) -> dic
     from gpu_workers.harness.session import Session
 
     config = load_agent("fusion").with_budget(max_turns=max_turns)
-    held_before = {mode: gpu_lock.held_seconds(mode) for mode in ("alone", "shared")}
+    held_before = gpu_lock.held_seconds()
     started = time.monotonic()
     with Session(path.read_text(), device=device) as session:
         clock = StepClock(session)
         result = Agent(config, make_backend(config), clock).run()
         run_s = time.monotonic() - started
         record = describe_run(path.stem, result, clock.steps, run_s, max_turns)
-        record["lock_held_s"] = round(gpu_lock.held_seconds("alone") - held_before["alone"], 2)
-        record["shared_held_s"] = round(gpu_lock.held_seconds("shared") - held_before["shared"], 2)
+        record["lock_held_s"] = round(gpu_lock.held_seconds() - held_before, 2)
         if recompile:
             record["recompile"] = warm_recompile(session, result.best, device)
     return record

@@ -42,11 +42,6 @@ MEASUREMENT_ATTEMPTS = 3
 # re-grade) prepares one.
 _PREPARED_PROCESSES = {"cpu": 1, "cuda": 3}
 _PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
-# Whether a judged step's trials run with the GPU shared (Session._judge), in a candidate process
-# of their own: on a GPU host, runs sharing the device then overlap their trials and hold it alone
-# only to time. On the cpu target the lock guards the two cores every test and neighbour uses,
-# and a second candidate process per step costs a second or more of them.
-_SHARED_TRIALS = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
 EAGER_ALONE_FRESH_S = 300.0
 
@@ -102,7 +97,7 @@ class Session:
         self._prepared: list[runner_process.RunnerProcess] = []
         self._stages = 0
         self._candidates = candidates
-        self._taken = 0  # candidate processes taken by judged steps
+        self._judged = 0  # candidates whose judged step began
         self._alone: tuple[float, Batches] | None = None  # (when, eager timed alone)
         self._reference_loaded = False
         # Runners are forked from this session's fork server once it is up; where it cannot
@@ -162,103 +157,39 @@ class Session:
         return outcome
 
     def _judge(self, extension_dir: str) -> tuple[dict, profile_mod.Measurement | None]:
-        """Trials, then timing, each in a fresh candidate process of its own. Where trials are
-        shared (_SHARED_TRIALS), they run while the GPU is shared with other runs' untimed work,
-        and only timing holds it alone; a candidate that failed its trials there is tried again
-        alone before the verdict stands (a neighbour may have taken the memory it needed), so it
-        is only condemned by what it did alone on the device. A measurement the machine disturbed
-        (drift, or a clock that disagrees) is taken again with a fresh candidate process, up to
-        MEASUREMENT_ATTEMPTS in all, before the violation stands (a busy neighbour passes, a
-        cheat does not)."""
+        """Trials, then timing; a measurement the machine disturbed (drift, or a clock that
+        disagrees) is taken again with a fresh candidate process, up to MEASUREMENT_ATTEMPTS in
+        all, before the violation stands (a busy neighbour passes, a cheat does not)."""
         judge = Judge(self.device, self.protocol)
         phases = StepPhases()
-        try:
-            verdict = None
-            if _SHARED_TRIALS[self.device]:
-                verdict = self._shared_trials(judge, extension_dir, phases)
-            verdict, measured = self._judged_alone(judge, extension_dir, phases, verdict)
-            result = verdict.to_dict()
-        except RunnerError as failed:  # the candidate's load raised, or the reference
-            result, measured = self._failure(failed), None
-        finally:
-            with phases("release"):  # the judge's buffers, and the reference's views of them
-                judge.free()
-                if self._reference:
-                    self._release_reference()
+        self._judged += 1
+        with ExitStack() as held:
+            try:
+                with phases("candidate ready"):  # prepared ahead, so rarely waited for
+                    runner = self._ready_candidate()
+                held.callback(runner.close)  # whatever happens before its attempt ends
+                if _PREPARE_DURING_STEPS[self.device]:
+                    self._get_ready()  # the next candidates' (or this one's retry)
+                with phases("reference ready"):
+                    self._reference_up()
+                with phases("lock wait"):
+                    held.enter_context(gpu_lock.hold(self.device))
+                verdict, measured = self._judged_attempts(judge, runner, extension_dir, phases)
+                result = verdict.to_dict()
+            except RunnerError as failed:  # the candidate's load raised, or the reference
+                result, measured = self._failure(failed), None
+            finally:
+                with phases("release"):  # the judge's buffers, and the reference's views of them
+                    judge.free()
+                    if self._reference:
+                        self._release_reference()
         result["phases_s"] = phases.seconds
         return result, measured
 
-    def _candidate_and_reference(self, phases: StepPhases):
-        """The step's candidate process (prepared ahead, so rarely waited for) and the
-        reference runner's process, both up before a lock is asked for."""
-        with phases("candidate ready"):
-            runner = self._ready_candidate()
-        if _PREPARE_DURING_STEPS[self.device]:
-            self._get_ready()  # the next candidates' (or this one's timing, or retry)
-        with phases("reference ready"):
-            try:
-                self._reference_up()
-            except BaseException:
-                self._stop(runner)
-                raise
-        return runner
-
-    def _shared_trials(
-        self, judge: Judge, extension_dir: str, phases: StepPhases
-    ) -> verify_mod.VerifyResult | None:
-        """The trials with the GPU shared, in a candidate process stopped before the lock is let
-        go (nothing it left on the device outlives it), and every set freed then too (a run
-        waiting to time holds no memory another's timing needs): a passed verdict, or None when
-        they must be run again alone (they failed, or a runner or the judge did: a neighbour may
-        have taken the memory they needed)."""
-        runner = self._candidate_and_reference(phases)
-        verdict = None
-        try:
-            with ExitStack() as shared:
-                with phases("shared wait"):
-                    shared.enter_context(gpu_lock.share(self.device))
-                shared.callback(self._let_go_of_sets, judge, runner, phases)
-                with phases("reference start"):
-                    reference = self._reference_runner()
-                with phases("shared candidate load"):
-                    candidate = runner_process.load_candidate(
-                        runner, extension_dir, self.root, self.device, self.protocol
-                    )
-                with phases("shared trials"):
-                    verdict = verify_mod.trials(judge, reference, candidate)
-        except Exception as failed:  # judged again alone, where it stands or not
-            if isinstance(failed, RunnerError) and failed.role == "reference":
-                self._drop_reference()  # the alone phase starts it afresh
-        finally:
-            self._stop(runner)  # where the lock was never had
-        return verdict if verdict and verdict.ok else None
-
-    def _let_go_of_sets(self, judge: Judge, runner, phases: StepPhases) -> None:
-        with phases("shared candidate stop"):
-            self._stop(runner)
-            judge.free()
-            if self._reference:
-                self._release_reference()
-
-    def _judged_alone(self, judge: Judge, extension_dir: str, phases: StepPhases, verdict):
-        """Timing (and the trials where `verdict` is None) with the GPU held alone."""
-        runner = self._candidate_and_reference(phases)
-        with ExitStack() as held:
-            held.callback(self._stop, runner)  # whatever happens before its attempt ends
-            with phases("lock wait"):
-                held.enter_context(gpu_lock.hold(self.device))
-            return self._judged_attempts(judge, runner, extension_dir, phases, verdict)
-
-    def _stop(self, runner) -> None:
-        runner.close()
-        shutil.rmtree(runner.stage, ignore_errors=True)
-
-    def _judged_attempts(
-        self, judge: Judge, runner, extension_dir: str, phases: StepPhases, verdict
-    ):
+    def _judged_attempts(self, judge: Judge, runner, extension_dir: str, phases: StepPhases):
         with phases("reference start"):
             reference = self._reference_runner()
-        measured = None
+        verdict, measured = None, None
         for attempt in range(MEASUREMENT_ATTEMPTS):
             if attempt:
                 with phases("candidate ready"):
@@ -269,16 +200,16 @@ class Session:
                     candidate = runner_process.load_candidate(
                         runner, extension_dir, self.root, self.device, self.protocol
                     )
-                if verdict is None:  # not passed with the GPU shared
-                    with phases("trials"):
-                        verdict = verify_mod.trials(judge, reference, candidate)
+                with phases("trials"):
+                    verdict = verdict or verify_mod.trials(judge, reference, candidate)
                 if not verdict.ok:
                     return verdict, None
                 with phases("timing"):
                     measured = profile_mod.time_candidate(judge, reference, candidate, alone)
             finally:
                 with phases("candidate stop"):
-                    self._stop(runner)
+                    runner.close()
+                    shutil.rmtree(runner.stage, ignore_errors=True)
             if not measured.disturbed(self.protocol):
                 break
         return verdict, measured
@@ -352,13 +283,11 @@ class Session:
 
     def _pool_size(self) -> int:
         """Processes kept ready: the device's pool, or no more than the candidates the caller
-        said are still to come will take (two each where trials are shared: one for the trials,
-        one for timing)."""
+        said are still to come."""
         pool = _PREPARED_PROCESSES[self.device]
         if self._candidates is None:
             return pool
-        per_candidate = 2 if _SHARED_TRIALS[self.device] else 1
-        return max(0, min(pool, per_candidate * self._candidates - self._taken))
+        return max(0, min(pool, self._candidates - self._judged))
 
     def _prepare_candidate(self, server: ForkServer | None) -> None:
         """One more candidate process getting ready, in a stage folder of its own
@@ -391,7 +320,6 @@ class Session:
                 runner.settle()
                 if runner.proc.poll() is not None:  # ready once, then ended before its step
                     raise RunnerDied(HARNESS, "the prepared candidate process ended")
-                self._taken += 1
                 return runner
             except RunnerError as exc:
                 runner.close()
@@ -513,7 +441,7 @@ class Session:
             pass  # the reference starts afresh, as where there is no server
         self._reference_up()
         try:
-            with gpu_lock.share(self.device):  # it runs the problem on the device, untimed
+            with gpu_lock.hold(self.device):  # it runs the problem on the device
                 return self._reference_runner().call("graph")
         except RunnerError as exc:
             return graph_mod.empty_graph(self.device, [f"graph: {exc}"])

@@ -44,7 +44,7 @@ def _log(line: str) -> None:
 def pytest_sessionfinish(session):
     """How long this process held the GPU lock: the tests' GPU time, against their wall time
     (with six workers, the lock is what they queue on)."""
-    _log(f"gpu lock held {gpu_lock.held_seconds('alone'):7.1f} s  by {_worker()}")
+    _log(f"gpu lock held {gpu_lock.held_seconds():7.1f} s  by {_worker()}")
 
 
 @pytest.fixture(autouse=True)
@@ -96,9 +96,9 @@ def logged_steps(request, monkeypatch):
 def pytest_runtest_call(item):
     """The seconds each test's call held the GPU lock, beside its duration in $GPU_TEST_LOG:
     the lock is what tests/gpu's workers queue on, so its sum bounds the run's wall time."""
-    before = gpu_lock.held_seconds("alone")
+    before = gpu_lock.held_seconds()
     yield
-    item.user_properties.append(("gpu_lock_s", gpu_lock.held_seconds("alone") - before))
+    item.user_properties.append(("gpu_lock_s", gpu_lock.held_seconds() - before))
 
 
 def pytest_runtest_logreport(report):

@@ -16,8 +16,6 @@ import re
 import secrets
 import statistics
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -89,9 +87,8 @@ def baselines(
     problem_path: Path, device: str, protocol: Protocol, workdir: Path, server=None
 ) -> dict:
     """Eager and torch.compile times for this problem on this device, and the problem's FLOPs
-    and bytes moved, measured once and cached (measure_baselines, into the cache); the reference
-    runner that measures them starts up (or is forked from `server`, a ready ForkServer) before
-    any lock is taken."""
+    and bytes moved, measured once, under the GPU lock; the reference runner that measures
+    them starts up (or is forked from `server`, a ready ForkServer) before the lock is taken."""
     path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     if cached := _cached(path):
         return cached
@@ -101,8 +98,13 @@ def baselines(
     except RunnerError as exc:
         message = f"measuring baselines failed: {exc}"
         raise BaselinesFailed(message, failure.of_runner_error(exc)) from None
-    with reference:
-        return measure_baselines(problem_path, device, protocol, workdir, reference, cache=True)
+    with reference, gpu_lock.hold(device):
+        if cached := _cached(path):  # measured by another process while this one waited
+            return cached
+        result = measure_baselines(problem_path, device, protocol, workdir, reference)
+        # stored before the lock is let go: a process waiting for it then finds them cached
+        store_baselines(problem_path, device, protocol, result)
+    return {**result, "cached": False}
 
 
 def _cached(path: Path) -> dict | None:
@@ -118,49 +120,26 @@ class BaselinesFailed(problem_mod.ProblemError):
 
 
 def measure_baselines(
-    problem_path: Path,
-    device: str,
-    protocol: Protocol,
-    workdir: Path,
-    started=None,
-    cache: bool = False,
+    problem_path: Path, device: str, protocol: Protocol, workdir: Path, started=None
 ) -> dict:
     """Measures the baselines now, in a fresh reference runner (`started`, one that began for
-    them, or a new one). Without `cache`, whatever is cached, its caller holding the device.
-    With it, it takes the GPU lock itself: shared to load the problem, make its inputs and
-    count its FLOPs, alone only to time (torch.compile's first calls included: they autotune);
-    a result another process stored while this one waited is taken instead, and this one's is
-    stored before the lock is let go, so a process waiting for it finds them."""
-    untimed, timed = (gpu_lock.share, gpu_lock.hold) if cache else (_unlocked, _unlocked)
-    path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
+    them, or a new one), whatever is cached."""
     try:
         if started is None:
             started = runner_process.begin_reference(problem_path, device)
-        with ExitStack() as held:
-            with untimed(device):
-                loaded = runner_process.load_reference(started, problem_path, device, protocol)
-                reference = held.enter_context(loaded)
-                judge = Judge(device, protocol)
-                held.callback(judge.free)
-                slots = timing_sets(judge, reference)
+        with runner_process.load_reference(started, problem_path, device, protocol) as reference:
+            judge = Judge(device, protocol)
+            try:
+                result = time_baselines(judge, reference)
                 # counted here, once, not in a judged step: a first count costs seconds
-                counted = reference.call("counts", slot=slots[0])
-            counted["environment"] = environment.describe(device, settings.gpu_index())
-            with timed(device):
-                if cache and (cached := _cached(path)):  # stored while this one waited
-                    return cached
-                result = {**time_baselines(judge, reference, slots=slots), **counted}
-                if cache:
-                    store_baselines(problem_path, device, protocol, result)
+                result.update(reference.call("counts", slot=judge_mod.TIMING_SLOTS[0]))
+            finally:
+                judge.free()
     except RunnerError as exc:
         message = f"measuring baselines failed: {exc}"
         raise BaselinesFailed(message, failure.of_runner_error(exc)) from None
-    return {**result, "cached": False} if cache else result
-
-
-@contextmanager
-def _unlocked(device: str) -> Iterator[float]:
-    yield 0.0
+    result["environment"] = environment.describe(device, settings.gpu_index())
+    return result
 
 
 def _mode_key(mode: str) -> str:
@@ -170,22 +149,14 @@ def _mode_key(mode: str) -> str:
 _FUNCTION_OF_MODE = {"default": "compile", "max-autotune": "compile_max_autotune"}
 
 
-def timing_sets(judge: Judge, reference: RunnerProcess) -> tuple[int, ...]:
-    """The protocol's timing seeds' sets, one slot each, as many as fit on the device."""
+def time_baselines(judge: Judge, reference: RunnerProcess, modes=None) -> dict:
+    """Eager and torch.compile on the protocol's timing seeds, interleaved round by round."""
     protocol = judge.protocol
+    modes = protocol.compile_modes if modes is None else modes
     judge.make_set(reference, judge_mod.TIMING_SLOTS[0], protocol.timing_seeds[0])
     slots = judge.timing_slots()[: len(protocol.timing_seeds)]  # known once a set exists
     for slot, seed in zip(slots[1:], protocol.timing_seeds[1:], strict=False):
         judge.make_set(reference, slot, seed)
-    return slots
-
-
-def time_baselines(judge: Judge, reference: RunnerProcess, modes=None, slots=None) -> dict:
-    """Eager and torch.compile on the protocol's timing seeds (sets made here, or `slots` made by
-    timing_sets), interleaved round by round."""
-    protocol = judge.protocol
-    modes = protocol.compile_modes if modes is None else modes
-    slots = slots or timing_sets(judge, reference)
     names = {"eager_ms": "eager", **{_mode_key(m): _FUNCTION_OF_MODE[m] for m in modes}}
     batches = {key: Batches() for key in names}
     for fn in names.values():  # warm-up: torch.compile compiles here

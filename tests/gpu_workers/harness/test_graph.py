@@ -262,12 +262,12 @@ def test_a_source_that_is_not_a_problem_is_refused_before_anything_runs():
 def test_the_session_captures_once_in_its_reference_runner(tmp_path, monkeypatch):
     """The capture's process starts outside the GPU lock (an interpreter and torch: seconds on a
     GPU host, which other runs' judged steps used to wait out) and serves the judged steps
-    after; only loading and lowering the problem hold the lock, shared (they time nothing)."""
-    events, real_share, real_settle = [], gpu_lock.share, runner_process.RunnerProcess.settle
+    after; only loading and lowering the problem hold the lock."""
+    events, real_hold, real_settle = [], gpu_lock.hold, runner_process.RunnerProcess.settle
 
     @contextmanager
-    def logged_share(device):
-        with real_share(device) as waited:
+    def logged_hold(device):
+        with real_hold(device) as waited:
             events.append("lock")
             yield waited
 
@@ -277,7 +277,7 @@ def test_the_session_captures_once_in_its_reference_runner(tmp_path, monkeypatch
             events.append(f"{self.role} up")
         return settled
 
-    monkeypatch.setattr(gpu_lock, "share", logged_share)
+    monkeypatch.setattr(gpu_lock, "hold", logged_hold)
     monkeypatch.setattr(runner_process.RunnerProcess, "settle", logged_settle)
     with Session(fusion_source("scaled_softmax"), "cpu", root=tmp_path / "s") as session:
         first = session.graph()

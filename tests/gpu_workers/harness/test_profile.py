@@ -61,11 +61,11 @@ def test_baselines_asked_for_by_two_at_once_are_measured_once(tmp_path, monkeypa
     problem.parent.mkdir()
     problem.write_text(problem_source("relu_scale"))
     protocol = dataclasses.replace(LOOSE, compile_modes=(), timing_budget_s=0.1)
-    both_asked, stored_when_let_go, real_hold = threading.Barrier(2, timeout=300), [], gpu_lock.hold
+    arrived, stored_when_let_go, real_hold = threading.Semaphore(0), [], gpu_lock.hold
 
     @contextmanager
     def observed_hold(device):
-        both_asked.wait()  # both ask to time before either measures
+        arrived.release()
         with real_hold(device) as waited:
             yield waited
             # what a process waiting on the lock would find the moment it is let go
@@ -80,8 +80,11 @@ def test_baselines_asked_for_by_two_at_once_are_measured_once(tmp_path, monkeypa
         results.append(profile_mod.baselines(problem, "cpu", protocol, workdir))
 
     askers = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
-    for asker in askers:
-        asker.start()
+    with real_hold("cpu"):  # both reach the lock before either measures
+        for asker in askers:
+            asker.start()
+        for _ in askers:
+            assert arrived.acquire(timeout=300)
     for asker in askers:
         asker.join(timeout=300)
     assert sorted(r["cached"] for r in results) == [False, True], results

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
 
 from gpu_workers.harness import session as session_mod
 from gpu_workers.harness.build import workspace
 from gpu_workers.harness.judge import gpu_lock, runner_process
-from gpu_workers.harness.judge import verify as verify_mod
 from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.session import Session
 from tests.conftest import candidate_dir, problem_source
@@ -137,52 +135,3 @@ def test_a_steps_reference_starts_up_outside_the_gpu_lock():
         step.join(timeout=600)
         assert verdicts and verdicts[0]["ok"], verdicts
         assert "reference ready" in verdicts[0]["phases_s"]
-
-
-def test_trials_share_the_gpu_and_only_timing_holds_it_alone(monkeypatch):
-    """The cuda policy (_SHARED_TRIALS), on the cpu: a step's trials run in a candidate process
-    of their own while another run shares the GPU (its untimed work), and the step asks to hold
-    it alone only to time, in a second process. Known-bad, trials under the lock held alone:
-    the step asks for it first and waits there for the other run (["asks alone"])."""
-    monkeypatch.setitem(session_mod._SHARED_TRIALS, "cpu", True)
-    events, asked_alone = [], threading.Event()
-    real_hold, real_trials = gpu_lock.hold, verify_mod.trials
-
-    @contextmanager
-    def observed_hold(device):
-        events.append("asks alone")
-        asked_alone.set()
-        with real_hold(device) as waited:
-            yield waited
-
-    def observed_trials(*args, **kwargs):
-        events.append("trials")
-        return real_trials(*args, **kwargs)
-
-    monkeypatch.setattr(gpu_lock, "hold", observed_hold)
-    monkeypatch.setattr(verify_mod, "trials", observed_trials)
-    with _session() as session:
-        _compiled(session)
-        verdicts = []
-        with gpu_lock.share("cpu"):  # another run's untimed work
-            step = threading.Thread(target=lambda: verdicts.append(session.verify()))
-            step.start()
-            assert asked_alone.wait(timeout=300)
-            assert events == ["trials", "asks alone"] and not verdicts
-        step.join(timeout=600)
-    [verdict] = verdicts
-    assert verdict["ok"], verdict
-    phases = verdict["phases_s"]
-    assert {"shared trials", "timing"} <= set(phases) and "trials" not in phases, phases
-
-
-def test_a_candidate_that_fails_its_shared_trials_is_judged_again_alone(monkeypatch):
-    """A neighbour may take memory a candidate needs: a verdict reached beside others never
-    stands. Known-bad, the shared verdict kept: no "trials" phase."""
-    monkeypatch.setitem(session_mod._SHARED_TRIALS, "cpu", True)
-    with _session() as session:
-        workspace.copy_candidate(session.workspace, candidate_dir("cpu", "wrong_result"))
-        assert session.compile()["ok"]
-        verdict = session.verify()
-    assert not verdict["ok"] and "mismatch" in codes(verdict), verdict
-    assert {"shared trials", "trials"} <= set(verdict["phases_s"]), verdict["phases_s"]
