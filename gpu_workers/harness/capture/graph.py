@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 import tempfile
 from pathlib import Path
 
@@ -114,7 +115,10 @@ def lower_problem(module, model: nn.Module, device: str, protocol: Protocol) -> 
     try:
         return lower(model, inputs, device)
     finally:
-        torch._dynamo.reset()
+        # a fallback capture's caches dropped; Dynamo is never imported for it (3-5 s of a
+        # Session's graph step were held under the GPU lock, importing it to reset nothing)
+        if (dynamo := sys.modules.get("torch._dynamo")) is not None:
+            dynamo.reset()
 
 
 def lower(model: nn.Module, inputs: list, device: str) -> dict:

@@ -29,10 +29,13 @@ _COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune"}
 
 
 def prepare(state: RunnerState, message: dict, fds: list[int]) -> dict:
-    """Answers once the process is up (its interpreter, torch and the harness imported), so the
-    judge waits for that outside the GPU lock; nothing here touches the problem. With
-    `warm_compile` (a runner that will time torch.compile), torch.compile's once-per-process
-    costs are paid here too, on the device the message names."""
+    """Answers once the process is up (its interpreter, torch and the harness imported) and a
+    GPU's context is made (`load` made it, under the GPU lock), so the judge waits for that
+    outside the lock; nothing here touches the problem. With `warm_compile` (a runner that will
+    time torch.compile), torch.compile's once-per-process costs are paid here too, on the device
+    the message names."""
+    if message.get("device") == "cuda":  # the device's context, made outside the GPU lock
+        torch.zeros(1, device="cuda")
     if message.get("warm_compile"):
         _warm_compile(message["device"])
     return {}

@@ -5,6 +5,7 @@ lowering rules on small trusted models in this process."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -286,6 +287,26 @@ def test_the_session_captures_once_in_its_reference_runner(tmp_path, monkeypatch
         assert events == ["reference up", "lock"]
     assert first["nodes"] == EXPECTED["scaled_softmax"][2]
     assert first == graph.capture(fusion_source("scaled_softmax"), "cpu", LOOSE)
+
+
+def test_lowering_a_traceable_problem_never_imports_dynamo():
+    """A Session lowers the problem under the GPU lock: importing TorchDynamo there (to reset
+    caches that only its fallback capture makes) held the lock 3-5 s per run on an H200 host."""
+    path = FIXTURES / "problems" / "relu_scale.py"
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from gpu_workers.harness.capture import graph\n"
+        "from gpu_workers.harness.judge.protocol import LOOSE\n"
+        "from gpu_workers.harness.runner import problem\n"
+        f"module = problem.load_module(Path({str(path)!r}), 'p')\n"
+        "ir = graph.lower_problem(module, problem.build_model(module, 'cpu', 1), 'cpu', LOOSE)\n"
+        "print(len(ir['nodes']), 'torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # known-bad (the reset imported it): "2 True"
+    assert done.stdout.split() == ["2", "False"]
 
 
 def test_a_problem_the_session_cannot_load_gives_an_empty_graph_with_the_reason(tmp_path):
