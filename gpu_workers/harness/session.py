@@ -42,13 +42,6 @@ MEASUREMENT_ATTEMPTS = 3
 # re-grade) prepares one.
 _PREPARED_PROCESSES = {"cpu": 1, "cuda": 3}
 _PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
-# Whether an agent's session begins the baselines' reference runner with the other runners,
-# before its first profile needs it, so that its torch.compile warm-up
-# (profile._WARM_COMPILE_BEFORE_LOCK: seconds of a GPU host's cores, its compile workers among
-# them) runs while the agent works. An agent profiles nearly always; a session of one candidate
-# (a submission, a re-grade) may stop at its verify, so it begins the runner when it profiles.
-# Not on cpu, where there is no warm-up to hide.
-_BEGIN_BASELINES_EARLY = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
 EAGER_ALONE_FRESH_S = 300.0
 
@@ -107,8 +100,6 @@ class Session:
         self._judged = 0  # candidates whose judged step began
         self._alone: tuple[float, Batches] | None = None  # (when, eager timed alone)
         self._reference_loaded = False
-        # where the problem's baselines will be measured, begun early (_BEGIN_BASELINES_EARLY)
-        self._baselines_reference: runner_process.RunnerProcess | None = None
         # Runners are forked from this session's fork server once it is up; where it cannot
         # confine them (or fails), started afresh, and `fork_server_why` says why.
         self._fork_server: ForkServer | None = None
@@ -249,7 +240,6 @@ class Session:
                 self._prepare_candidate(server)
             if self._reference is None:
                 self._begin_reference(server)
-            self._begin_baselines_reference(server)
         except (RunnerError, sandbox.SandboxUnavailable):
             pass
 
@@ -379,16 +369,6 @@ class Session:
         except RunnerError:
             self._drop_reference()
 
-    def _begin_baselines_reference(self, server: ForkServer | None) -> None:
-        """The runner `profile` measures the baselines in, begun while they are not cached."""
-        early = _BEGIN_BASELINES_EARLY[self.device] and self._candidates is None
-        if self._baselines_reference is not None or not early:
-            return
-        if not profile_mod.baselines_path(self._problem_path, self.device, self.protocol).exists():
-            self._baselines_reference = profile_mod.begin_baselines_reference(
-                self._problem_path, self.device, server
-            )
-
     def _begin_reference(self, server: ForkServer | None) -> None:
         """The session's reference runner, starting up in the background (forked from `server`
         where it is given)."""
@@ -418,14 +398,12 @@ class Session:
         phases = StepPhases()
         with phases("baselines"):  # measured on first use, under the GPU lock
             try:
-                started, self._baselines_reference = self._baselines_reference, None
                 base = profile_mod.baselines(
                     self._problem_path,
                     self.device,
                     self.protocol,
                     self.workdir,
                     server=self._server(wait=True),
-                    started=started,
                 )
             except ProblemError as exc:
                 failed_by = (
@@ -487,9 +465,6 @@ class Session:
             prepared.close()
         self._prepared = []
         self._drop_reference()
-        if self._baselines_reference is not None:
-            self._baselines_reference.close()
-            self._baselines_reference = None
         if self._fork_server is not None:
             self._fork_server.close()
             self._fork_server = None

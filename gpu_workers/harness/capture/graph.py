@@ -115,8 +115,8 @@ def lower_problem(module, model: nn.Module, device: str, protocol: Protocol) -> 
     try:
         return lower(model, inputs, device)
     finally:
-        # a fallback capture's caches dropped; Dynamo is never imported for it (3-5 s of a
-        # Session's graph step were held under the GPU lock, importing it to reset nothing)
+        # a fallback capture's caches dropped; Dynamo is not imported to reset nothing (an
+        # import of seconds, which a Session's graph step paid under the GPU lock)
         if (dynamo := sys.modules.get("torch._dynamo")) is not None:
             dynamo.reset()
 

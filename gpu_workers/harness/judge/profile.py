@@ -74,8 +74,7 @@ class ProfileResult:
 BASELINE_METHOD = 5
 
 
-def baselines_path(problem_path: Path, device: str, protocol: Protocol) -> Path:
-    sha = problem_mod.source_sha256(problem_path.read_text())
+def _baseline_path(sha: str, device: str, protocol: Protocol) -> Path:
     name = environment.device_name(device, settings.gpu_index())
     key = re.sub(
         r"[^A-Za-z0-9.]+", "-", f"{name}-torch{torch.__version__}-cuda{torch.version.cuda}"
@@ -85,24 +84,18 @@ def baselines_path(problem_path: Path, device: str, protocol: Protocol) -> Path:
 
 
 def baselines(
-    problem_path: Path, device: str, protocol: Protocol, workdir: Path, server=None, started=None
+    problem_path: Path, device: str, protocol: Protocol, workdir: Path, server=None
 ) -> dict:
     """Eager and torch.compile times for this problem on this device, and the problem's FLOPs
     and bytes moved, measured once, under the GPU lock; the reference runner that measures
-    them (`started` by begin_baselines_reference, or begun here, forked from `server`, a ready
-    ForkServer) is up and warm before the lock is taken. It is closed here, used or not."""
-    path = baselines_path(problem_path, device, protocol)
+    them starts up (or is forked from `server`, a ready ForkServer) before the lock is taken."""
+    path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     if cached := _cached(path):
-        if started is not None:
-            started.close()
         return cached
-    reference = started
     try:
-        reference = reference or begin_baselines_reference(problem_path, device, server)
+        reference = runner_process.begin_reference(problem_path, device, server=server)
         reference.settle()
     except RunnerError as exc:
-        if reference is not None:
-            reference.close()
         message = f"measuring baselines failed: {exc}"
         raise BaselinesFailed(message, failure.of_runner_error(exc)) from None
     with reference, gpu_lock.hold(device):
@@ -112,25 +105,6 @@ def baselines(
         # stored before the lock is let go: a process waiting for it then finds them cached
         store_baselines(problem_path, device, protocol, result)
     return {**result, "cached": False}
-
-
-# torch.compile's once-per-process costs (reference_side._warm_compile: 8-13 s on an H200 host)
-# are paid by the baselines' reference before the GPU lock, where they held it while every run
-# sharing the GPU waited. Not on cpu: a first compile there builds C++ (26 s on the 2-core CI VM),
-# and the cpu's lock is rarely contended.
-_WARM_COMPILE_BEFORE_LOCK = {"cpu": False, "cuda": True}
-
-
-def begin_baselines_reference(problem_path: Path, device: str, server=None):
-    """The reference runner `baselines` will measure in, starting (and warming) in the
-    background: a session begins it while its agent works, before the first profile."""
-    return runner_process.begin_reference(
-        problem_path, device, server=server, warm_compile=_WARM_COMPILE_BEFORE_LOCK[device]
-    )
-
-
-def cached_baselines(problem_path: Path, device: str, protocol: Protocol) -> dict | None:
-    return _cached(baselines_path(problem_path, device, protocol))
 
 
 def _cached(path: Path) -> dict | None:
@@ -222,7 +196,7 @@ def _settled(
 
 def store_baselines(problem_path: Path, device: str, protocol: Protocol, result: dict) -> None:
     """What every later profile of this problem on this device and software is compared with."""
-    path = baselines_path(problem_path, device, protocol)
+    path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     settings.publish_json(path, {k: v for k, v in result.items() if k != "cached"})
 
 

@@ -236,23 +236,18 @@ def _close(fd: int) -> None:
 
 
 def begin_reference(
-    problem_path: Path,
-    device: str,
-    timeout_s: float = 600,
-    server: ForkServer | None = None,
-    warm_compile: bool = False,
+    problem_path: Path, device: str, timeout_s: float = 600, server: ForkServer | None = None
 ):
-    """A reference runner starting up (its interpreter, torch, the harness; with `warm_compile`,
-    torch.compile's first use too) while the judge does other work; `load_reference` gives it
-    the problem. It sees the problem's own folder and nothing of any candidate's: give it a
-    folder holding model.py alone. With `server`, forked from it (a ForkServer whose view holds
-    that folder)."""
+    """A reference runner starting up (its interpreter, torch, the harness) while the judge does
+    other work; `load_reference` gives it the problem. It sees the problem's own folder and
+    nothing of any candidate's: give it a folder holding model.py alone. With `server`, forked
+    from it (a ForkServer whose view holds that folder)."""
     folder = problem_path.parent
     view = sandbox.View(readable=(folder,))
     runner = RunnerProcess("reference", device, view, folder, timeout_s, server=server)
     try:
-        # answered once it is up (and warm): `settle` waits for that
-        runner.ask("prepare", device=device, warm_compile=warm_compile)
+        # answered once it is up, its device's context made: `settle` waits for that
+        runner.ask("prepare", device=device)
     except BaseException:
         runner.close()
         raise

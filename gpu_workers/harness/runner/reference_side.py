@@ -29,31 +29,12 @@ _COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune"}
 
 
 def prepare(state: RunnerState, message: dict, fds: list[int]) -> dict:
-    """Answers once the process is up (its interpreter, torch and the harness imported) and a
-    GPU's context is made (`load` made it, under the GPU lock), so the judge waits for that
-    outside the lock; nothing here touches the problem. With `warm_compile` (a runner that will
-    time torch.compile), torch.compile's once-per-process costs are paid here too, on the device
-    the message names."""
-    if message.get("device") == "cuda":  # the device's context, made outside the GPU lock
+    """Answers once the process is up (its interpreter, torch and the harness imported) and, on
+    a GPU, its context is made (`load` made it, under the GPU lock), so the judge waits for that
+    outside the lock; nothing here touches the problem."""
+    if message.get("device") == "cuda":
         torch.zeros(1, device="cuda")
-    if message.get("warm_compile"):
-        _warm_compile(message["device"])
     return {}
-
-
-def _double_plus_one(x: torch.Tensor) -> torch.Tensor:
-    return x * 2 + 1
-
-
-def _warm_compile(device: str) -> None:
-    """A process's first torch.compile imports Dynamo, Inductor and Triton, starts the compile
-    workers and builds a first kernel: 8-13 s on an H200 host, after which a KernelBench level 1
-    graph compiled in 0.4-0.8 s (docs/benchmarks.md). Paid on eight elements of the device
-    (its context made here too), while the judge has not taken the GPU lock."""
-    try:
-        torch.compile(_double_plus_one)(torch.ones(8, device=device))
-    except Exception:  # noqa: BLE001 - the baselines compile again and report what fails
-        pass
 
 
 def load(state: RunnerState, message: dict, fds: list[int]) -> dict:

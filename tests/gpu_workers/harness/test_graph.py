@@ -290,8 +290,8 @@ def test_the_session_captures_once_in_its_reference_runner(tmp_path, monkeypatch
 
 
 def test_lowering_a_traceable_problem_never_imports_dynamo():
-    """A Session lowers the problem under the GPU lock: importing TorchDynamo there (to reset
-    caches that only its fallback capture makes) held the lock 3-5 s per run on an H200 host."""
+    """A Session lowers the problem under the GPU lock, where importing TorchDynamo (seconds)
+    to reset caches that only its fallback capture makes held every run sharing the GPU."""
     path = FIXTURES / "problems" / "relu_scale.py"
     code = (
         "import sys\n"
