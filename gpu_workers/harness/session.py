@@ -14,6 +14,7 @@ from gpu_workers.harness.build import compile as compile_mod
 from gpu_workers.harness.build import workspace
 from gpu_workers.harness.capture import graph as graph_mod
 from gpu_workers.harness.judge import environment, failure, gpu_lock, runner_process
+from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge import verify as verify_mod
 from gpu_workers.harness.judge.fork_server import ForkServer, ForkServerFailed
@@ -31,6 +32,8 @@ from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.vocabulary import sources_digest
 
 MEASUREMENT_ATTEMPTS = 3
+# Judged steps tried where the judge's own memory ran out (Session._judge).
+JUDGE_MEMORY_ATTEMPTS = 2
 # Candidate processes kept getting ready ahead of the steps that take them, per device, and
 # whether the pool is topped up while a step is judged (as soon as the step took its process).
 # A process's start (an interpreter, torch, the observer's first use; nothing on the device) took
@@ -153,16 +156,30 @@ class Session:
             return failed.to_dict(), None
         gated = verify_mod.static_gate(self.sources())
         outcome = (gated.to_dict(), None) if gated else self._judge(built.extension_dir)
-        self._verified = (digest, outcome)
+        if outcome[0].get("failed_by") != failure.INFRASTRUCTURE:  # the machine's: try again
+            self._verified = (digest, outcome)
         return outcome
 
     def _judge(self, extension_dir: str) -> tuple[dict, profile_mod.Measurement | None]:
+        """A judged step; where the judge itself runs out of device memory (the runs sharing a
+        GPU hold it too), judged again once everything it held is freed, then reported as the
+        machine's failure, never the candidate's."""
+        self._judged += 1
+        for _attempt in range(JUDGE_MEMORY_ATTEMPTS):
+            try:
+                return self._judge_once(extension_dir)
+            except judge_mod.OUT_OF_MEMORY as exhausted:
+                full = exhausted
+        error = f"the judge ran out of device memory in {JUDGE_MEMORY_ATTEMPTS} attempts: {full}"
+        failed = verify_mod.VerifyResult(ok=False, error=error, failed_by=failure.INFRASTRUCTURE)
+        return {**failed.to_dict(), "phases_s": {}}, None
+
+    def _judge_once(self, extension_dir: str) -> tuple[dict, profile_mod.Measurement | None]:
         """Trials, then timing; a measurement the machine disturbed (drift, or a clock that
         disagrees) is taken again with a fresh candidate process, up to MEASUREMENT_ATTEMPTS in
         all, before the violation stands (a busy neighbour passes, a cheat does not)."""
         judge = Judge(self.device, self.protocol)
         phases = StepPhases()
-        self._judged += 1
         with ExitStack() as held:
             try:
                 with phases("candidate ready"):  # prepared ahead, so rarely waited for

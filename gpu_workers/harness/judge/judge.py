@@ -19,7 +19,12 @@ import torch
 
 from gpu_workers.harness.judge.protocol import Protocol
 from gpu_workers.harness.judge.runner_process import RunnerError, RunnerProcess
-from gpu_workers.harness.judge.shared_buffers import SharedBuffer, allocate, dtype_of
+from gpu_workers.harness.judge.shared_buffers import (
+    DeviceMemoryExhausted,
+    SharedBuffer,
+    allocate,
+    dtype_of,
+)
 from gpu_workers.harness.judge.source_gate import Violation
 from gpu_workers.harness.judge.timing import CacheFlusher
 
@@ -53,25 +58,36 @@ class LentSet:
             buffer.free()
 
 
+# The judge's own allocations failing for want of device memory (its buffers, or torch's memory
+# for its comparisons): the machine's failure (failure.INFRASTRUCTURE), judged again once.
+OUT_OF_MEMORY = (DeviceMemoryExhausted, torch.OutOfMemoryError)
+
+
 def _lend(runner: RunnerProcess, slot: int, inputs: list[dict], outputs: list[dict], device: str):
-    """Allocates buffers for `inputs` and `outputs` and maps them into the runner's slot."""
+    """Allocates buffers for `inputs` and `outputs` and maps them into the runner's slot; where
+    one cannot be allocated, those before it are freed."""
     specs_in, specs_out, fds, buffers, values, outs = [], [], [], [], [], []
-    for spec in inputs:
-        if "value" in spec:
-            specs_in.append({"value": spec["value"]})
-            values.append(spec["value"])
-            continue
-        buffer, tensor, exported = _buffer(spec, device)
-        buffers.append(buffer)
-        values.append(tensor)
-        specs_in.append({**spec, "buffer": exported[0]})
-        fds += [exported[1]] if exported[1] is not None else []
-    for spec in outputs:
-        buffer, tensor, exported = _buffer(spec, device)
-        buffers.append(buffer)
-        outs.append(tensor)
-        specs_out.append({**spec, "buffer": exported[0]})
-        fds += [exported[1]] if exported[1] is not None else []
+    try:
+        for spec in inputs:
+            if "value" in spec:
+                specs_in.append({"value": spec["value"]})
+                values.append(spec["value"])
+                continue
+            buffer, tensor, exported = _buffer(spec, device)
+            buffers.append(buffer)
+            values.append(tensor)
+            specs_in.append({**spec, "buffer": exported[0]})
+            fds += [exported[1]] if exported[1] is not None else []
+        for spec in outputs:
+            buffer, tensor, exported = _buffer(spec, device)
+            buffers.append(buffer)
+            outs.append(tensor)
+            specs_out.append({**spec, "buffer": exported[0]})
+            fds += [exported[1]] if exported[1] is not None else []
+    except BaseException:
+        for buffer in buffers:
+            buffer.free()
+        raise
     runner.call("bind", fds=fds, slot=slot, inputs=specs_in, outputs=specs_out)
     return LentSet(_meta(inputs, outputs), values, outs, buffers, runner)
 
@@ -80,7 +96,11 @@ def _buffer(spec: dict, device: str):
     dtype = dtype_of(spec["dtype"])
     shape = [int(n) for n in spec["shape"]]
     buffer = allocate(_nbytes(spec), device)
-    return buffer, buffer.tensor(dtype, shape), buffer.export()
+    try:
+        return buffer, buffer.tensor(dtype, shape), buffer.export()
+    except BaseException:
+        buffer.free()
+        raise
 
 
 def _meta(inputs: list[dict], outputs: list[dict]) -> tuple:
@@ -187,6 +207,8 @@ class Judge:
         self.reference_sets.clear()
         self.candidate_sets.clear()
         self._flusher = None
+        if self.device == "cuda":  # torch's cached blocks too, for the runs sharing the device
+            torch.cuda.empty_cache()
 
 
 def _unmap(held: LentSet, slot: int) -> None:

@@ -138,6 +138,9 @@ def measure_baselines(
     except RunnerError as exc:
         message = f"measuring baselines failed: {exc}"
         raise BaselinesFailed(message, failure.of_runner_error(exc)) from None
+    except judge_mod.OUT_OF_MEMORY as exc:  # the judge's own memory: the machine's failure
+        message = f"measuring baselines failed: the judge ran out of device memory: {exc}"
+        raise BaselinesFailed(message, failure.INFRASTRUCTURE) from None
     result["environment"] = environment.describe(device, settings.gpu_index())
     return result
 

@@ -74,11 +74,21 @@ def _current_context():
     return lib
 
 
+# CUDA_ERROR_OUT_OF_MEMORY
+_OUT_OF_MEMORY = 2
+
+
+class DeviceMemoryExhausted(RuntimeError):
+    """The judge's own allocation found the device full (the runs sharing a GPU hold its memory
+    too): the machine's failure, never the candidate's or the problem's."""
+
+
 def _check(lib, status: int, what: str) -> None:
     if status != 0:
         text = ctypes.c_char_p()
         lib.cuGetErrorString(status, ctypes.byref(text))
-        raise RuntimeError(f"{what} failed: {(text.value or b'').decode()} ({status})")
+        error = DeviceMemoryExhausted if status == _OUT_OF_MEMORY else RuntimeError
+        raise error(f"{what} failed: {(text.value or b'').decode()} ({status})")
 
 
 class _DeviceMemory:

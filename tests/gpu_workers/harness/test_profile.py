@@ -17,6 +17,7 @@ from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge.judge import Batches
 from gpu_workers.harness.judge.protocol import LOOSE
+from gpu_workers.harness.judge.shared_buffers import DeviceMemoryExhausted
 from gpu_workers.harness.judge.source_gate import Violation
 from tests.conftest import FIXTURES, problem_source
 from tests.gpu_workers.harness.evaluation import codes, evaluate, profile_past_the_gate
@@ -91,6 +92,27 @@ def test_baselines_asked_for_by_two_at_once_are_measured_once(tmp_path, monkeypa
     assert results[0]["eager_ms"] == results[1]["eager_ms"]
     # known-bad (stored after the lock is let go): the measuring one's entry here is False
     assert stored_when_let_go == [True, True]
+
+
+def test_baselines_the_judge_has_no_device_memory_for_are_the_machines_failure(
+    tmp_path, monkeypatch
+):
+    """Runs sharing a GPU hold its memory too: a judge that cannot allocate a set's buffers
+    reports the machine's failure, never the problem's (known-bad: the allocation's error
+    escapes `measure_baselines` as a crash of the caller)."""
+    problem = tmp_path / "problem" / "model.py"
+    problem.parent.mkdir()
+    problem.write_text(problem_source("relu_scale"))
+
+    def full(nbytes, device):
+        raise DeviceMemoryExhausted("cuMemAlloc failed: out of memory (2)")
+
+    monkeypatch.setattr(judge_mod, "allocate", full)
+    protocol = dataclasses.replace(LOOSE, compile_modes=())
+    with pytest.raises(profile_mod.BaselinesFailed) as failed:
+        profile_mod.measure_baselines(problem, "cpu", protocol, tmp_path)
+    assert failed.value.failed_by == failure.INFRASTRUCTURE
+    assert "ran out of device memory" in str(failed.value)
 
 
 # ---- the judge's clock against the claimed times, on a busy host ----

@@ -12,6 +12,8 @@ import time
 from gpu_workers.harness import session as session_mod
 from gpu_workers.harness.build import workspace
 from gpu_workers.harness.judge import gpu_lock, runner_process
+from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge.shared_buffers import DeviceMemoryExhausted
 from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.session import Session
 from tests.conftest import candidate_dir, problem_source
@@ -135,3 +137,49 @@ def test_a_steps_reference_starts_up_outside_the_gpu_lock():
         step.join(timeout=600)
         assert verdicts and verdicts[0]["ok"], verdicts
         assert "reference ready" in verdicts[0]["phases_s"]
+
+
+class _FullDevice:
+    """The judge's allocations, the chosen ones failing as a full device fails them (runs
+    sharing a GPU hold its memory too: a judge's cuMemAlloc ran out on an H200 in session 31).
+    Every buffer made is kept, to see it freed."""
+
+    def __init__(self, monkeypatch, failing):
+        self.real, self.failing, self.calls, self.made = judge_mod.allocate, failing, 0, []
+        monkeypatch.setattr(judge_mod, "allocate", self)
+
+    def __call__(self, nbytes, device):
+        self.calls += 1
+        if self.failing(self.calls):
+            raise DeviceMemoryExhausted("cuMemAlloc failed: out of memory (2)")
+        self.made.append(self.real(nbytes, device))
+        return self.made[-1]
+
+    def all_freed(self) -> bool:
+        return all(buffer.fd is None for buffer in self.made)
+
+
+def test_a_judge_out_of_device_memory_judges_the_step_again(monkeypatch):
+    """A set's second buffer (its output) finds the device full once: the step is judged again,
+    and the buffer made before it is freed at once."""
+    with _session(candidates=1) as session:
+        assert session.compile()["ok"]
+        device = _FullDevice(monkeypatch, lambda call: call == 2)
+        verdict = session.verify()
+        # known-bad (the judge's memory failure escapes the step): verify raises
+        assert verdict["ok"], verdict
+        # known-bad (what _lend made before the failure is kept): the first buffer's fd is open
+        assert device.made and device.all_freed()
+
+
+def test_a_judge_that_stays_out_of_device_memory_is_the_machines_failure(monkeypatch):
+    with _session(candidates=1) as session:
+        assert session.compile()["ok"]
+        device = _FullDevice(monkeypatch, lambda call: True)
+        failed = session.verify()
+        assert not failed["ok"] and failed["failed_by"] == "infrastructure", failed
+        assert "ran out of device memory" in failed["error"] and failed["violations"] == []
+        assert device.calls == session_mod.JUDGE_MEMORY_ATTEMPTS
+        # the same sources are judged again when asked (known-bad, a cached verdict: no call)
+        session.verify()
+        assert device.calls == 2 * session_mod.JUDGE_MEMORY_ATTEMPTS
