@@ -170,6 +170,7 @@ class Session:
                 return self._judge_once(extension_dir)
             except judge_mod.OUT_OF_MEMORY as exhausted:
                 full = exhausted
+                judge_mod.release_cached_memory(self.device)
         error = f"the judge ran out of device memory in {JUDGE_MEMORY_ATTEMPTS} attempts: {full}"
         failed = verify_mod.VerifyResult(ok=False, error=error, failed_by=failure.INFRASTRUCTURE)
         return {**failed.to_dict(), "phases_s": {}}, None

@@ -52,12 +52,13 @@ def test_a_new_user_uploads_an_op_and_watches_the_agent_live(stack, page, tmp_pa
 
     trace = page.locator("#trace > li")
     trace.nth(4).wait_for(timeout=120_000)  # live steps arrive while the run goes on
+    # The run's end reloads the page once (its data-status then comes from the database), and
+    # the reloaded page replays the trace; the trace state says so only after the last event.
     page.wait_for_function(
         "() => document.querySelector('#run').dataset.status === 'succeeded'"
-        " || document.body.innerText.includes('succeeded')",
+        " && document.querySelector('#trace-state').textContent === 'run succeeded'",
         timeout=300_000,
     )
-    trace.nth(9).wait_for()  # the finished run's page replays its whole trace
     kinds = page.locator("#trace").inner_text()
     assert "write_file" in kinds and "profile" in kinds
     shot = tmp_path / "run-page.png"

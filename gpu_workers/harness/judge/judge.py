@@ -63,6 +63,13 @@ class LentSet:
 OUT_OF_MEMORY = (DeviceMemoryExhausted, torch.OutOfMemoryError)
 
 
+def release_cached_memory(device: str) -> None:
+    """Hands torch's cached blocks back to the driver, for the runs sharing the device: only
+    after the judge ran out of memory, since otherwise the next step's allocations reuse them."""
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
 def _lend(runner: RunnerProcess, slot: int, inputs: list[dict], outputs: list[dict], device: str):
     """Allocates buffers for `inputs` and `outputs` and maps them into the runner's slot; where
     one cannot be allocated, those before it are freed."""
@@ -207,8 +214,6 @@ class Judge:
         self.reference_sets.clear()
         self.candidate_sets.clear()
         self._flusher = None
-        if self.device == "cuda":  # torch's cached blocks too, for the runs sharing the device
-            torch.cuda.empty_cache()
 
 
 def _unmap(held: LentSet, slot: int) -> None:
