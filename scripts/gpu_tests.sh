@@ -26,6 +26,8 @@ WORKERS=${GPU_TEST_WORKERS:-6}
 PARALLEL=()
 if [ "$WORKERS" -gt 0 ] && python3 -c 'import xdist' 2>/dev/null; then PARALLEL=(-n "$WORKERS" --dist worksteal); fi
 export GPU_TEST_LOG="$OUT/gpu-test-times.log"
+# every measurement's timed batches, for deciding the clock check's bounds (judge/clock_record.py)
+export KERNELARENA_CLOCK_RECORD="$(cd "$OUT" && pwd)/clock-records.jsonl"
 started=$(date +%s)
 status=0
 # Tests marked whole_gpu (sets of several GiB) run first, alone on the GPU. pytest's

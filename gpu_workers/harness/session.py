@@ -13,7 +13,7 @@ from gpu_workers.harness import settings
 from gpu_workers.harness.build import compile as compile_mod
 from gpu_workers.harness.build import workspace
 from gpu_workers.harness.capture import graph as graph_mod
-from gpu_workers.harness.judge import environment, failure, gpu_lock, runner_process
+from gpu_workers.harness.judge import clock_record, environment, failure, gpu_lock, runner_process
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge import verify as verify_mod
@@ -224,6 +224,7 @@ class Session:
                     return verdict, None
                 with phases("timing"):
                     measured = profile_mod.time_candidate(judge, reference, candidate, alone)
+                clock_record.append(self._measured_what(), self.device, measured)
             finally:
                 with phases("candidate stop"):
                     runner.close()
@@ -231,6 +232,14 @@ class Session:
             if not measured.disturbed(self.protocol):
                 break
         return verdict, measured
+
+    def _measured_what(self) -> dict:
+        """Which problem and sources a measurement was of, by digest (clock_record)."""
+        problem = {"model.py": self._problem_path.read_text()}
+        return {
+            "problem": sources_digest(problem)[:12],
+            "sources": sources_digest(self.sources())[:12],
+        }
 
     def _eager_alone(self, judge: Judge, reference, phases: StepPhases, fresh: bool) -> Batches:
         """Eager timed with no candidate code loaded, what drift is judged against: measured on

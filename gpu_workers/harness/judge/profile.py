@@ -22,7 +22,14 @@ from pathlib import Path
 import torch
 
 from gpu_workers.harness import settings
-from gpu_workers.harness.judge import environment, failure, gpu_lock, roofline, runner_process
+from gpu_workers.harness.judge import (
+    clock_record,
+    environment,
+    failure,
+    gpu_lock,
+    roofline,
+    runner_process,
+)
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge.judge import Batches, Judge
 from gpu_workers.harness.judge.protocol import Protocol
@@ -212,6 +219,8 @@ class Measurement:
     eager_alone: dict  # the same batches just before the candidate's process existed
     violations: list[Violation]
     clock: dict | None = None  # ClockCheck's fields
+    # each side's timed batches as recorded (clock_record), never part of a verdict
+    batches: dict | None = field(default=None, repr=False)
 
     def drift(self) -> float:
         """Eager beside the candidate over eager alone, fastest against fastest: a busy host's
@@ -304,6 +313,10 @@ def time_candidate(
         alone.summary(),
         violations[:10],
         asdict(clock) if clock else None,
+        {
+            "candidate_batches": clock_record.batches_record(cand),
+            "eager_batches": clock_record.batches_record(eager),
+        },
     )
 
 

@@ -15,6 +15,7 @@ import pytest
 from gpu_workers.harness.judge import failure, gpu_lock, roofline
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import profile as profile_mod
+from gpu_workers.harness.judge.clock_record import CLOCK_RECORD_ENV
 from gpu_workers.harness.judge.judge import Batches
 from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.judge.shared_buffers import DeviceMemoryExhausted
@@ -23,7 +24,8 @@ from tests.conftest import FIXTURES, problem_source
 from tests.gpu_workers.harness.evaluation import codes, evaluate, profile_past_the_gate
 
 
-def test_a_correct_kernel_gets_speedups_and_a_speed_of_light_fraction():
+def test_a_correct_kernel_gets_speedups_and_a_speed_of_light_fraction(tmp_path, monkeypatch):
+    monkeypatch.setenv(CLOCK_RECORD_ENV, str(tmp_path / "records" / "clock.jsonl"))
     verdict = evaluate("relu_scale", "good_relu_scale")
     profile = verdict["profile"]
     # held for drift (eager slowed beside it in every attempt) is the host's verdict, blamed on
@@ -34,6 +36,22 @@ def test_a_correct_kernel_gets_speedups_and_a_speed_of_light_fraction():
     assert 0 < profile["sol_fraction"] <= 1 / 0.8
     assert profile["bytes_moved"] == 2 * 256 * 1024 * 4
     assert verdict["environment"]["torch"] and verdict["environment"]["device"] == "cpu"
+    _each_measurement_recorded_decides_the_same_again(tmp_path / "records" / "clock.jsonl")
+
+
+def _each_measurement_recorded_decides_the_same_again(path):
+    """Each measurement's batches were recorded (clock_record) faithfully enough that the clock
+    check decided again on the record gives the judge's own figures: what a bound is later
+    decided on (tests/fixtures/timing/)."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert records, "no measurement recorded"
+    for record in records:
+        assert record["device"] == "cpu" and len(record["sources"]) == 12
+        assert "test_a_correct_kernel_gets_speedups" in record["context"]
+        again = profile_mod.clock_check(
+            _replayed(record["candidate_batches"]), _replayed(record["eager_batches"]), "cpu"
+        )
+        assert dataclasses.asdict(again) == pytest.approx(record["clock"])
 
 
 def test_a_time_under_the_speed_of_light_floor_is_held_as_impossible():
@@ -184,23 +202,30 @@ def test_a_kernel_on_a_side_stream_shows_against_a_gpu_round_trip():
 _RECORDED = json.loads((FIXTURES / "timing" / "relu_scale_cpu_busy_host.json").read_text())
 
 
+def _replayed(side: dict, hidden_ms_per_call: float = 0.0) -> Batches:
+    """A recorded side's batches, with more hidden work per call added to its walls only (what
+    the judge's clock sees and the claims do not)."""
+    times, walls = side["times_ms"], side["walls_ms"]
+    per_batch = len(times) // len(walls)
+    batches = Batches()
+    for i, wall in enumerate(walls):
+        batches.add(
+            times[i * per_batch : (i + 1) * per_batch], wall + hidden_ms_per_call * per_batch
+        )
+    return batches
+
+
 def _recorded(candidate: str, hidden_ms_per_call: float = 0.0) -> list[tuple[Batches, Batches]]:
     """(candidate, eager) per measurement attempt, with more hidden work per call added to the
-    candidate's walls only (what the judge's clock sees and its claims do not)."""
-    attempts = []
-    for attempt in _RECORDED["attempts"]:
-        if attempt["candidate"] != candidate:
-            continue
-        sides = []
-        for side, hidden in (("candidate_batches", hidden_ms_per_call), ("eager_batches", 0.0)):
-            times, walls = attempt[side]["times_ms"], attempt[side]["walls_ms"]
-            per_batch = len(times) // len(walls)
-            batches = Batches()
-            for i, wall in enumerate(walls):
-                batches.add(times[i * per_batch : (i + 1) * per_batch], wall + hidden * per_batch)
-            sides.append(batches)
-        attempts.append(tuple(sides))
-    return attempts
+    candidate's walls only."""
+    return [
+        (
+            _replayed(attempt["candidate_batches"], hidden_ms_per_call),
+            _replayed(attempt["eager_batches"]),
+        )
+        for attempt in _RECORDED["attempts"]
+        if attempt["candidate"] == candidate
+    ]
 
 
 def test_an_honest_kernels_recorded_batches_on_a_busy_host_agree_with_the_judges_clock():
