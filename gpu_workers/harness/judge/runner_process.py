@@ -302,6 +302,7 @@ def load_candidate(
         for built in Path(extension_dir).iterdir():
             shutil.copyfile(built, stage / built.name)
     try:
+        _claim_device(runner, device)
         runner.call(
             "load",
             workspace=str(workspace),
@@ -314,6 +315,17 @@ def load_candidate(
         runner.close()
         raise
     return runner
+
+
+def _claim_device(runner: RunnerProcess, device: str) -> None:
+    """The process's first use of the device, before any candidate code ran in it: its failure
+    (a device full of the runs sharing it, or a process that could not get ready) is the
+    harness's, never blamed on the candidate (failure.of_runner_error)."""
+    try:
+        runner.call("claim_device", device=device)
+    except RunnerError as failed:
+        why = f"the candidate's process could not use the {device} device: {failed}"
+        raise type(failed)(HARNESS, why) from None
 
 
 def start_candidate(workspace: Path, extension_dir: str, device: str, protocol, timeout_s: float):

@@ -214,6 +214,7 @@ REPLIES: dict[str, Schema] = {
     # both roles (runner.state.COMMON, and each side's load)
     "prepare": record(),
     "load": record(),
+    "claim_device": record(),  # the candidate's, before its load (candidate_side.claim_device)
     "bind": record(),
     "release": record(),
     # one call, a trial or a timed one (runner.state.time_one, candidate_side.judged_call)

@@ -102,10 +102,18 @@ def prepare(state: RunnerState, message: dict, fds: list[int]) -> dict:
     return {}
 
 
+def claim_device(state: RunnerState, message: dict, fds: list[int]) -> dict:
+    """Before any candidate code: the process's first use of the device (its context) and the
+    allocator's free blocks filled with NaN. What fails here (a device that the runs sharing it
+    filled) is the machine's, never the candidate's (runner_process.load_candidate)."""
+    state.device = message["device"]
+    fill_free_memory_with_nan(state.device)
+    return {}
+
+
 def load(state: RunnerState, message: dict, fds: list[int]) -> dict:
     state.device = message["device"]
     protocol = Protocol.from_request(message["protocol"])
-    fill_free_memory_with_nan(state.device)
     model_new = load_candidate(
         Path(message["workspace"]), message["extension_dir"], state.device, protocol
     )
@@ -138,4 +146,10 @@ def judged_call(state: RunnerState, message: dict, fds: list[int]) -> dict:
     return checked_call(state, model_new, message, observer)
 
 
-COMMANDS = {**COMMON, "prepare": prepare, "load": load, "time": judged_call}
+COMMANDS = {
+    **COMMON,
+    "prepare": prepare,
+    "claim_device": claim_device,
+    "load": load,
+    "time": judged_call,
+}

@@ -13,10 +13,11 @@ import signal
 from pathlib import Path
 
 import pytest
+import torch
 
-from gpu_workers.harness.judge import runner_process
+from gpu_workers.harness.judge import failure, runner_process
 from gpu_workers.harness.judge.protocol import LOOSE
-from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerFailed
+from gpu_workers.harness.judge.runner_process import HARNESS, RunnerDied, RunnerFailed
 from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.sandbox.census import descendants
 from tests.conftest import problem_source
@@ -126,3 +127,19 @@ def test_a_forked_runner_that_dies_is_reported_with_its_signal_and_stopped(serve
         with pytest.raises(RunnerDied, match="killed by SIGKILL"):
             runner.call("prepare")
     assert runner.proc.poll() is not None
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a host whose torch has no GPU")
+def test_a_device_the_candidates_process_cannot_use_is_the_machines_failure(server, folders):
+    """A candidate process uses the device first before any candidate code runs in it: a full
+    device (the runs sharing it filled it) fails there, and that is the machine's failure,
+    never the candidate's. Here the process asks a GPU-less host for cuda. Known-bad: while the
+    device was first used inside `load`, the same failure was blamed on the candidate."""
+    workspace, stages, _ = folders
+    (workspace / "model_new.py").write_text("raise RuntimeError('candidate code ran')\n")
+    runner = runner_process.prepare_candidate(workspace, stages / "1", "cpu", 60, server=server)
+    with runner, pytest.raises(RunnerFailed) as raised:
+        runner_process.load_candidate(runner, str(stages / "1"), workspace, "cuda", LOOSE)
+    assert raised.value.role == HARNESS and "candidate code ran" not in str(raised.value)
+    assert failure.of_runner_error(raised.value) == failure.INFRASTRUCTURE
+    assert "could not use the cuda device" in str(raised.value)
