@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # The whole product on this machine: embedded Redis, SQLite, the ASGI server on
-# http://127.0.0.1:8000 and one worker (cpu target without a GPU). Ctrl-C stops it all.
+# http://127.0.0.1:8000 and a worker per kind of work (cpu target without a GPU); their output
+# goes to .cache/logs/, and `manage.py` commands in this checkout join it. Ctrl-C stops it all.
 run: $(STAMP)
 	$(PY) -m webapp.serve
 

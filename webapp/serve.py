@@ -13,6 +13,11 @@ broker stops the stack (exit status 1), and so do Ctrl-C and SIGTERM (status 0).
 started outlives it, even when it is killed hard (webapp/child_process.py). With no GPU the
 workers serve the cpu target. With one, the GPU type is named after it (e.g. "h100"), unless
 KERNELARENA_GPU_TYPES is set.
+
+The stack describes itself in its private folder (webapp/local_stacks.py), so that the
+operator's commands in this checkout join it without a variable. The terminal shows the URL,
+the GPU types, where the log is and the supervisor's news of a process that died; the rest
+(workers' banners, celery's warnings, tracebacks) goes to the log (webapp/stack_log.py).
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ import itertools
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
-from webapp import child_process, embedded_redis, work_kinds
+from webapp import child_process, embedded_redis, local_stacks, work_kinds
+from webapp.stack_log import StackLog
 from webapp.supervisor import Supervisor
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,62 +62,105 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
+    if refusal := _port_taken(args.host, args.port):
+        print(refusal, file=sys.stderr)
+        return 2
     supervisor = Supervisor()  # first: a SIGTERM from here on stops whatever has started
-    broker_folder = None
-    if not os.environ.get("REDIS_URL"):
-        broker_folder = embedded_redis.PrivateFolder(embedded_redis.stacks_root(REPO))
-        for folder in broker_folder.removed_stale:
-            print(f"removed the embedded Redis of a stack that is gone: {folder}", flush=True)
-        # Before Django reads its settings, and inherited by the web server and the worker.
-        os.environ["REDIS_URL"] = f"unix://{broker_folder.socket}"
+    folder = local_stacks.StackFolder(local_stacks.stacks_root(REPO))
+    log = StackLog.open(REPO / ".cache" / "logs")
+    for gone in folder.removed_stale:
+        log.write(f"removed the folder and broker of a stack that is gone: {gone}")
+    embedded = not os.environ.get("REDIS_URL")
+    if embedded:  # before Django reads its settings; inherited by the web server and workers
+        os.environ["REDIS_URL"] = f"unix://{folder.socket}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     os.environ.setdefault("KERNELARENA_GPU_TYPES", detected_gpu_type())
     try:
-        return _serve(supervisor, broker_folder, args.host, args.port)
+        status = _serve(supervisor, folder, embedded, log, args.host, args.port)
     finally:
         supervisor.stop()
-        if broker_folder is not None:
-            broker_folder.release()
+        folder.release()
+    if status:
+        print(f"The stack stopped; what its processes said is in {log.path}", file=sys.stderr)
+    return status
 
 
 def _serve(
-    supervisor: Supervisor, broker_folder: embedded_redis.PrivateFolder | None, host: str, port: int
+    supervisor: Supervisor,
+    folder: local_stacks.StackFolder,
+    embedded: bool,
+    log: StackLog,
+    host: str,
+    port: int,
 ) -> int:
     import django
     from django.conf import settings
     from django.core.management import call_command
 
     django.setup()
-    if broker_folder is not None:
-        supervisor.add("broker", lambda: embedded_redis.start(broker_folder.socket), False)
-        print(f"embedded Redis: REDIS_URL={os.environ['REDIS_URL']} joins this stack", flush=True)
+    if embedded:
+        supervisor.add("broker", lambda: embedded_redis.start(folder.socket), False)
     call_command("migrate", interactive=False, verbosity=0)
-    import_committed_results()
-    supervisor.add("web", lambda: _start_web(host, port), restarts=False)
+    for line in import_committed_results():
+        log.write(line)
+    supervisor.add("web", lambda: _start_web(host, port, log), restarts=False)
     for kind in work_kinds.KINDS:
-        starter = _worker_starter(kind, settings.GPU_TYPES)
+        starter = _worker_starter(kind, settings.GPU_TYPES, log)
         supervisor.add(f"{kind.label} worker", starter, restarts=True)
     url = f"http://{host}:{port}/"
+    folder.describe(_description(url, port, settings.GPU_TYPES, log))
     print(f"KernelArena at {url} (GPU types: {', '.join(settings.GPU_TYPES)}). Ctrl-C stops.")
+    print(f"Logs: {log.shown()}. Commands run in this checkout (manage.py import_suite ...) "
+          "join this stack.", flush=True)  # fmt: skip
     return supervisor.run()
 
 
-def import_committed_results(folder: Path = REPO / "benchmarks" / "results") -> None:
+def _description(
+    url: str, port: int, gpu_types: list[str], log: StackLog
+) -> local_stacks.StackDescription:
+    return local_stacks.StackDescription(
+        pid=os.getpid(),
+        port=port,
+        url=url,
+        started=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        broker_url=os.environ["REDIS_URL"],
+        database_url=os.environ.get("DATABASE_URL", ""),
+        gpu_types=tuple(gpu_types),
+        log=str(log.path),
+    )
+
+
+def _port_taken(host: str, port: int) -> str | None:
+    """Why the web server could not listen there, said before anything starts."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return (
+                f"cannot serve on {host}:{port} ({exc.strerror}): stop what listens there "
+                f"(another `make run`?) or pick a port: .venv/bin/python -m webapp.serve "
+                f"--port {port + 1}"
+            )
+    return None
+
+
+def import_committed_results(folder: Path = REPO / "benchmarks" / "results") -> list[str]:
+    """What each file gave, for the stack's log."""
     # Imported here: models can be imported only after django.setup() in main().
     from webapp.leaderboard.results_file import import_results_folder
 
-    for line in import_results_folder(folder):
-        print(f"results {line}", flush=True)
+    return [f"results {line}" for line in import_results_folder(folder)]
 
 
-def _start_web(host: str, port: int) -> subprocess.Popen:
+def _start_web(host: str, port: int, log: StackLog) -> subprocess.Popen:
     return child_process.start([sys.executable, "-m", "uvicorn", "webapp.asgi:application",
                                 "--host", host, "--port", str(port), "--log-level", "warning"],
-                               cwd=REPO)  # fmt: skip
+                               cwd=REPO, **log.popen_options())  # fmt: skip
 
 
 def _worker_starter(
-    kind: work_kinds.WorkKind, gpu_types: list[str]
+    kind: work_kinds.WorkKind, gpu_types: list[str], log: StackLog
 ) -> Callable[[], subprocess.Popen]:
     """Starts the worker of one kind of work; each start has a name of its own, so a run's trace
     and the logs tell them apart."""
@@ -121,7 +172,7 @@ def _worker_starter(
         return child_process.start([sys.executable, "-m", "celery", "-A", "webapp.celery",
                                     "worker", "-Q", queues, "--concurrency", str(kind.concurrency),
                                     "--loglevel", "info", "--hostname", name],
-                                   cwd=REPO)  # fmt: skip
+                                   cwd=REPO, **log.popen_options())  # fmt: skip
 
     return start
 

@@ -7,11 +7,18 @@
     ALLOWED_HOSTS   comma-separated (default: 127.0.0.1,localhost, where `make run` serves)
     KERNELARENA_HTTPS   1 when a TLS proxy serves the site over https: secure cookies, HSTS,
                     http redirected (the proxy must set X-Forwarded-Proto; default: 0)
-    DATABASE_URL    e.g. postgres://user@host:5432/db (default: SQLite in .cache/)
-    REDIS_URL       Celery broker and channel layer, e.g. redis://host:6379/0 (default: the
-                    embedded server's socket in .cache/redis/, which the tests start; `make run`
-                    sets it to its own stack's broker, webapp/embedded_redis.py)
-    KERNELARENA_GPU_TYPES   comma-separated GPU types that have a worker queue (default: cpu)
+    DATABASE_URL    e.g. postgres://user@host:5432/db (default: the joined stack's, else
+                    SQLite in .cache/)
+    REDIS_URL       Celery broker and channel layer, e.g. redis://host:6379/0. `make run` sets
+                    it to its own stack's broker (webapp/serve.py). Unset, this process is an
+                    operator's command beside `make run`: it joins the checkout's one live stack,
+                    its broker, database and GPU types (webapp/local_stacks.py); with none or
+                    several, commands that send work refuse, saying why (STACK_REFUSAL), and the
+                    rest use redis://127.0.0.1:6379/0
+    KERNELARENA_STACK   the pid of the `make run` stack to join when several run in the checkout
+    KERNELARENA_STACKS_DIR   where `make run` stacks keep their folders (default: .cache/redis/)
+    KERNELARENA_GPU_TYPES   comma-separated GPU types that have a worker queue (default: the
+                    joined stack's, else cpu)
     KERNELARENA_RUNS_PER_HOUR   runs one user may start per hour (default: 30)
     KERNELARENA_ACTIVE_RUNS_PER_USER    runs one user may have queued or running (default: 3)
     KERNELARENA_PENDING_VALIDATIONS_PER_USER    problems one user may have waiting for or in
@@ -34,7 +41,6 @@ A bad value stops the process at start-up with a message naming the variable.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -45,6 +51,7 @@ from django.core.management.utils import get_random_secret_key
 
 from gpu_workers.harness.problem_source import MAX_SOURCE_BYTES
 from gpu_workers.harness.vocabulary import PROTOCOL_NAMES
+from webapp import local_stacks
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -80,15 +87,6 @@ def _env_int(name: str, default: int, minimum: int = 1) -> int:
     if number < minimum:
         raise ImproperlyConfigured(f"{name}={value!r}: give a whole number, {minimum} or more")
     return number
-
-
-def _embedded_redis_socket() -> Path:
-    # A unix socket path must fit in 107 bytes; a deep checkout falls back to /tmp.
-    path = BASE_DIR / ".cache" / "redis" / "redis.sock"
-    if len(str(path)) < 100:
-        return path
-    digest = hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:12]
-    return Path("/tmp") / f"kernelarena-{digest}" / "redis.sock"
 
 
 def _celery_broker(redis_url: str) -> str:
@@ -164,7 +162,26 @@ LOGGING = {
     "loggers": {"django": {"handlers": ["stderr"], "level": "ERROR"}},
 }
 
-DATABASES = {"default": _database(os.environ.get("DATABASE_URL"))}
+# ---- The `make run` stack an operator's command joins -----------------------------------------
+# Without REDIS_URL this process is not one of a stack's own (serve.py gives them REDIS_URL): it
+# joins the checkout's one live stack, so a command pasted into a second terminal reaches the
+# workers, database and GPU types that `make run` serves. What is set in the environment wins.
+_JOINED = (
+    None
+    if os.environ.get("REDIS_URL")
+    else local_stacks.choose(
+        local_stacks.stacks_root(BASE_DIR), os.environ.get(local_stacks.PICK_VARIABLE)
+    )
+)
+JOINED_STACK = _JOINED.stack if _JOINED else None
+# Why a command that sends work cannot: no stack to join, or several (webapp/stack_command.py).
+STACK_REFUSAL = _JOINED.refusal if _JOINED else None
+
+DATABASES = {
+    "default": _database(
+        os.environ.get("DATABASE_URL") or (JOINED_STACK.database_url if JOINED_STACK else None)
+    )
+}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Worker and server processes write concurrently: wait for the lock instead of failing, and
     # keep the test database in a file (one per test process) so that the server and worker an
@@ -175,9 +192,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # ---- Redis: the Celery broker and the channel layer -------------------------------------------
-EMBEDDED_REDIS_SOCKET = _embedded_redis_socket()
-REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{EMBEDDED_REDIS_SOCKET}"
-REDIS_IS_EMBEDDED = not os.environ.get("REDIS_URL")
+REDIS_URL = (
+    os.environ.get("REDIS_URL")
+    or (JOINED_STACK.broker_url if JOINED_STACK else None)
+    or "redis://127.0.0.1:6379/0"
+)
 if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"REDIS_URL={REDIS_URL!r}: use redis://HOST:PORT/DB or unix://PATH")
 
@@ -227,7 +246,9 @@ RUN_HEARTBEAT_S = RUN_STALE_AFTER_S / 6
 RUN_MAX_ATTEMPTS = 2
 
 # Queues that have GPU workers, and the protocols a run may be judged under.
-GPU_TYPES = _env_list("KERNELARENA_GPU_TYPES", "cpu")
+GPU_TYPES = _env_list(
+    "KERNELARENA_GPU_TYPES", ",".join(JOINED_STACK.gpu_types) if JOINED_STACK else "cpu"
+)
 PROTOCOLS = list(PROTOCOL_NAMES)
 # Problems are validated on the first GPU type's workers.
 VALIDATION_GPU_TYPE = GPU_TYPES[0]

@@ -184,6 +184,30 @@ class LiveStack:
         return wait_until(predicate, timeout_s, what, self.logs)
 
 
+# What a command finds in a second terminal beside `make run`: none of the stack's variables.
+STACK_VARIABLES = ("REDIS_URL", "DATABASE_URL", "KERNELARENA_GPU_TYPES", "KERNELARENA_AGENTS_FILE",
+                   "KERNELARENA_STACK")  # fmt: skip
+
+
+def start_operator_command(stacks_dir: Path, *args: str, **env: str) -> subprocess.Popen:
+    """`python manage.py ARGS` as an operator types it in this checkout, finding the stacks
+    under `stacks_dir` (KERNELARENA_STACKS_DIR) and none of a stack's variables but `env`."""
+    environ = {k: v for k, v in os.environ.items() if k not in STACK_VARIABLES}
+    environ.update(KERNELARENA_STACKS_DIR=str(stacks_dir), **env)
+    return subprocess.Popen([sys.executable, "manage.py", *args], cwd=REPO, env=environ,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def finished(command: subprocess.Popen) -> subprocess.CompletedProcess:
+    """The command's end; a deadline far past any test's, only so that a hang ends the test."""
+    stdout, stderr = command.communicate(timeout=1800)
+    return subprocess.CompletedProcess(command.args, command.returncode, stdout, stderr)
+
+
+def run_operator_command(stacks_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return finished(start_operator_command(stacks_dir, *args, **env))
+
+
 def wait_until(predicate, timeout_s: float, what: str, details=lambda: ""):
     """predicate()'s first true value, polled every 0.5 s; after `timeout_s`, an AssertionError
     naming `what` and the `details()` (a stack's logs)."""

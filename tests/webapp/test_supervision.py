@@ -21,7 +21,7 @@ from tests.webapp.live_stack import (
     still_running,
     wait_until,
 )
-from webapp import child_process, embedded_redis
+from webapp import child_process, embedded_redis, local_stacks
 from webapp.accounts.tokens import issue_token
 from webapp.supervisor import Backoff
 
@@ -77,10 +77,10 @@ def _ended(stack: LiveStack, run_id: int, token: str) -> dict | None:
 
 
 def test_stopped_stacks_leave_nothing_behind_and_never_share_a_broker(tmp_path):
-    root = embedded_redis.stacks_root(REPO)
+    root = local_stacks.stacks_root(REPO)
     stale_folder = root / f"gone-{os.getpid()}"  # a stack that is gone left its broker running
     stale_folder.mkdir(parents=True)
-    (stale_folder / embedded_redis.LOCK_NAME).touch()
+    (stale_folder / local_stacks.LOCK_NAME).touch()
     stale_broker = embedded_redis.start(stale_folder / "redis.sock")
     for name in ("first", "second", "third"):
         (tmp_path / name).mkdir()
@@ -107,7 +107,7 @@ def test_stopped_stacks_leave_nothing_behind_and_never_share_a_broker(tmp_path):
         second.processes["serve"].kill()  # hard: nothing of it may clean up
         second.processes["serve"].wait(timeout=10)
         second.wait_for(lambda: not still_running(started[1]), 15, "its children to die")
-        assert embedded_redis.sweep_stale(root) == [sockets[1].parent]  # what the next start does
+        assert local_stacks.sweep_stale(root) == [sockets[1].parent]  # what the next start does
 
         (web,) = third.serve_children("uvicorn")
         os.kill(web.pid, signal.SIGKILL)  # the web server is the stack: it stops, all of it

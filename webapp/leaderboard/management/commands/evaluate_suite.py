@@ -3,16 +3,17 @@ problem under the suite's protocol and a fixed budget; progress shows on the sui
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from webapp.errors import RequestRefused
 from webapp.leaderboard.evaluation import progress, start_evaluation, unfinished
-from webapp.suites.management.suite_option import get_suite
+from webapp.stack_command import StackCommand
+from webapp.suites.management.suite_option import check_gpu_type, get_suite
 from webapp.suites.management.waiting import wait_for
 from webapp.suites.models import Evaluation
 
 
-class Command(BaseCommand):
+class Command(StackCommand):
     help = "Run one agent configuration once on every valid problem of a suite."
 
     def add_arguments(self, parser) -> None:
@@ -34,6 +35,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         suite = get_suite(options["suite"])
+        check_gpu_type(options["gpu"])
         earlier = Evaluation.objects.filter(
             suite=suite, agent=options["agent"], gpu_type=options["gpu"]
         ).first()  # the latest

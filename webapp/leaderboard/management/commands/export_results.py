@@ -3,14 +3,16 @@ a suite's measured results on one GPU type as a file that import_results reads a
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from webapp.leaderboard.results_file import ResultsFileError, export_results, write_results_file
+from webapp.stack_command import StackCommand
 from webapp.suites.models import Suite
 
 
-class Command(BaseCommand):
+class Command(StackCommand):
     help = "Export a suite's results on one GPU type (and protocol) to a JSON results file."
+    sends_work = False  # reads the database only
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--suite", required=True)

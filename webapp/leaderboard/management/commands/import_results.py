@@ -3,13 +3,15 @@ boards; importing one again changes nothing, and a bad file is refused with noth
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from webapp.leaderboard.results_file import ResultsFileError, import_results, read_results_file
+from webapp.stack_command import StackCommand
 
 
-class Command(BaseCommand):
+class Command(StackCommand):
     help = "Import results files made by export_results."
+    sends_work = False  # reads the database only
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("files", nargs="+", help="the JSON files")

@@ -6,16 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from webapp.leaderboard import report
 from webapp.runs.models import Run
+from webapp.stack_command import StackCommand
 from webapp.suites.management.suite_option import check_choice, get_suite
 from webapp.suites.models import Baseline
 
 
-class Command(BaseCommand):
+class Command(StackCommand):
     help = "Print a suite's results on one GPU type as Markdown; optionally write CSV."
+    sends_work = False  # reads the database only
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--suite", required=True)

@@ -5,17 +5,16 @@ through the harness and stored with the environment."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
 
-from webapp.runs import choices
+from webapp.stack_command import StackCommand
 from webapp.suites import progress
 from webapp.suites.baselines import request_baselines
-from webapp.suites.management.suite_option import check_choice, get_suite
+from webapp.suites.management.suite_option import check_choice, check_gpu_type, get_suite
 from webapp.suites.management.waiting import wait_for
 from webapp.suites.models import Baseline
 
 
-class Command(BaseCommand):
+class Command(StackCommand):
     help = "Measure a suite's baselines on one GPU type (eager, compile, compile max-autotune)."
 
     def add_arguments(self, parser) -> None:
@@ -39,7 +38,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         suite = get_suite(options["suite"])
-        gpu_type = check_choice("GPU type", options["gpu"], choices.gpu_types())
+        gpu_type = check_gpu_type(options["gpu"])
         protocol = check_choice(
             "protocol", options["protocol"] or suite.protocol, list(settings.PROTOCOLS)
         )

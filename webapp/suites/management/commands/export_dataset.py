@@ -4,14 +4,16 @@ two lines that load it with `datasets`."""
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from webapp.stack_command import StackCommand
 from webapp.suites import dataset_export
 from webapp.suites.models import Suite
 
 
-class Command(BaseCommand):
+class Command(StackCommand):
     help = "Export a suite's problems as JSON Lines, loadable with datasets.load_dataset."
+    sends_work = False  # reads the database only
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--suite", required=True)

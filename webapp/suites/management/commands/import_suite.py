@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from webapp.problems.models import ProblemStatus
+from webapp.stack_command import StackCommand
 from webapp.suites import progress
 from webapp.suites.importing import SuiteImportError, import_suite
 from webapp.suites.management.waiting import wait_for
 
 
-class Command(BaseCommand):
+class Command(StackCommand):
     help = "Import a folder of KernelBench-format problems as a public suite and validate each."
 
     def add_arguments(self, parser) -> None:

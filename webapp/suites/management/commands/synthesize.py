@@ -8,16 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings as django_settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from gpu_workers.harness.vocabulary import device_for
 from webapp.problems.models import Problem
+from webapp.stack_command import StackCommand
 from webapp.suites import progress, synthesis
 from webapp.suites.management.waiting import wait_for
 
 
-class Command(BaseCommand):
+class Command(StackCommand):
     help = "Synthesize validated problems into a suite (run again to add only what is missing)."
 
     def add_arguments(self, parser) -> None:
