@@ -1,10 +1,11 @@
 """The README's operator commands, pasted into a second terminal beside `make run`: no REDIS_URL,
 no DATABASE_URL, and they join the stack's broker, database and GPU types by themselves.
 
-Known-bad (main before the stacks described themselves): `import_suite` beside `make run` ended
-in `kombu.exceptions.OperationalError: Error 2 connecting to <checkout>/.cache/redis/redis.sock.
-No such file or directory.`: each stack had a private broker and commands looked for the old
-shared one.
+Known-bad (main at 2133cf6): `import_suite` beside `make run` ended in a traceback. On a fresh
+clone, `kombu.exceptions.OperationalError: Error 2 connecting to <checkout>/.cache/redis/
+redis.sock. No such file or directory.` (each stack had a private broker; the commands looked for
+the old shared one); here, where the stack runs on the test database, first in `no such table:
+suites_suite` (the commands did not know the stack's database either).
 
 The README's chain, shrunk for a cpu host: one fixture problem, one baseline repeat, the scripted
 agent, one synthesized problem. The stack is `python -m webapp.serve` as `make run` starts it,
