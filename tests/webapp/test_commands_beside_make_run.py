@@ -14,6 +14,7 @@ with a stacks folder of the test's own, so a developer's own `make run` cannot m
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import urllib.request
@@ -21,7 +22,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.webapp.live_stack import LiveStack, finished, start_operator_command
+from tests.webapp.live_stack import REPO, LiveStack, finished, start_operator_command
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -73,6 +74,18 @@ def test_the_readme_commands_join_the_stack_that_make_run_started(tmp_path):
     assert "scripted-demo" in page
     markdown = report.read_text()
     assert "| 1_ReLUScale |" in markdown and "scripted-demo" in markdown
+    _assert_the_terminal_shows_only_the_essentials(stack)
+
+
+def _assert_the_terminal_shows_only_the_essentials(stack: LiveStack) -> None:
+    """`make run`'s terminal: the URL, the GPU types and the log's path; the workers' banners and
+    celery's warnings in the log (known-bad, main at 2133cf6: all of it on the terminal)."""
+    terminal = (stack.folder / "serve.log").read_text()
+    assert f"KernelArena at {stack.base_url}/ (GPU types: cpu)" in terminal, terminal
+    (log_path,) = re.findall(r"Logs: (\S+)\.", terminal)
+    log = (REPO / log_path).read_text()
+    for worker_output in ("[queues]", "gpu.cpu.validate exchange="):
+        assert worker_output not in terminal and worker_output in log, terminal
 
 
 def _get_text(url: str) -> str:
