@@ -131,3 +131,18 @@ def test_commands_that_send_no_work_need_no_stack(stacks_dir, tmp_path):
     done = manage(stacks_dir, "export_dataset", "--suite", "mini", "--output",
                   str(tmp_path / "out"), DATABASE_URL=database_url())  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_redis_url_and_database_url_win_over_the_stack(stacks_dir, redis_server, tmp_path):
+    stack = described_stack(stacks_dir, 4301, f"unix://{tmp_path}/gone.sock")  # its broker died
+    try:
+        nowhere = tmp_path / "nowhere"
+        done = manage(stacks_dir, "import_suite", str(nowhere), REDIS_URL=redis_server)
+        assert_refused(done, f"{nowhere} is not a folder")  # past the broker: REDIS_URL's
+        empty = tmp_path / "empty.sqlite3"
+        done = manage(stacks_dir, "import_suite", str(nowhere), DATABASE_URL=f"sqlite:///{empty}")
+        assert_refused(done, f"the database {empty} lacks")  # not the stack's database
+        done = manage(stacks_dir, "import_suite", str(nowhere))
+        assert_refused(done, f"cannot reach the broker at unix://{tmp_path}/gone.sock")
+    finally:
+        stack.release()
