@@ -3,7 +3,7 @@ banners, celery's warnings, tracebacks), so that the terminal keeps to the URL, 
 where this file is, and the supervisor's news of a process that died.
 
 One file per stack, .cache/logs/stack-<started>-<pid>.log, kept after the stack stops for
-whoever looks into why it did; restarted workers append to it.
+whoever looks into why it did (the newest KEPT of them); restarted workers append to it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
+
+KEPT = 20
 
 
 @dataclass
@@ -26,6 +28,8 @@ class StackLog:
         folder.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         path = folder / f"stack-{stamp}-{os.getpid()}.log"
+        for old in sorted(folder.glob("stack-*.log"))[: -KEPT + 1]:
+            old.unlink(missing_ok=True)
         return cls(path, open(path, "a", buffering=1))  # noqa: SIM115 (open while the stack is)
 
     def write(self, line: str) -> None:
