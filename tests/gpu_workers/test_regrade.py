@@ -53,9 +53,9 @@ def memorising_cheat(known: list[float]) -> dict[str, str]:
     return {**files, "kernels/relu_scale.cpp": kernel}
 
 
-def finished_run(alice, source: str, files: dict[str, str]) -> Run:
+def finished_run(alice, source: str, files: dict[str, str], verdict: dict | None = None) -> Run:
     """A run that ended with `files` as its verified best candidate, as the agent's own checks
-    left it."""
+    left it (`verdict`: the run's own verdict on it, with its timing)."""
     problem = make_problem(alice, source, public=True)
     run = Run.objects.create(
         problem=problem,
@@ -66,7 +66,7 @@ def finished_run(alice, source: str, files: dict[str, str]) -> Run:
         status=RunStatus.SUCCEEDED,
     )
     candidate = Candidate.objects.create(
-        run=run, seq=1, sources=files, verified=True, speedup_vs_compile=1.0
+        run=run, seq=1, sources=files, verified=True, speedup_vs_compile=1.0, verdict=verdict or {}
     )
     Run.objects.filter(pk=run.pk).update(best_candidate=candidate, best_speedup_vs_compile=1.0)
     run.refresh_from_db()
@@ -165,3 +165,54 @@ def test_judge(verdict, status, reason):
     got_status, reasons = regrade.judge(verdict)
     assert got_status == status
     assert (reason is None and reasons == []) or any(reason in r for r in reasons)
+
+
+@pytest.mark.usefixtures("drift_of_a_quiet_host")  # ranked but for the disagreement
+def test_a_regrade_far_from_the_runs_own_figure_is_measured_again_and_held(alice, client):
+    """The run's stored figure is made 1000 ms (the kernel takes well under 1 ms): the re-grade
+    disagrees, measures again, still disagrees, and holds the result with both figures.
+    Known-bad, before the comparison: ranked at the re-grade's figure, the run's never
+    mentioned."""
+    far_off = {"candidate_ms": 1000.0, "speedup_vs_eager": 0.0001, "speedup_vs_compile": 0.0001}
+    run = finished_run(
+        alice,
+        problem_source("relu_scale"),
+        fixture_files("good_relu_scale"),
+        verdict={"profile": {"ok": True, **far_off}},
+    )
+    grade = graded(run)
+
+    assert grade.status == GradeStatus.UNDER_REVIEW
+    assert "repeatability" in grade.reasons[0] and "measured 2 times" in grade.reasons[0]
+    agreement = grade.agreement
+    assert agreement["agrees"] is False and agreement["limit"] == LOOSE.repeatability
+    assert agreement["run"] == far_off
+    assert len(agreement["regrade"]) == 2
+    assert grade.candidate_ms == agreement["regrade"][-1]["candidate_ms"] < 1  # the counted one
+
+    client.force_login(alice)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="regrade-disagreement"' in page and "under review" in page
+    for measured_by in ("run", "regrade-1", "regrade-2"):
+        assert f'data-measured-by="{measured_by}"' in page
+    assert "1000.0000 ms" in page
+    # The header's best vs eager is the re-grade's figure, marked so; never the run's 0.00×.
+    headline = page.split('data-field="best-eager"')[1].split("</dd>")[0]
+    assert f"{grade.speedup_vs_eager:.2f}×" in headline and "re-graded" in headline
+
+
+@pytest.mark.parametrize(
+    ("own_ms", "measured_ms", "disagree"),
+    [(1.0, 1.05, False), (1.0, 1.1, False), (1.0, 1.2, True), (1.2, 1.0, True), (None, 1.0, False)],
+)
+def test_disagree_is_beyond_the_repeatability_either_way(own_ms, measured_ms, disagree):
+    own = None if own_ms is None else {"candidate_ms": own_ms}
+    assert regrade.disagree(own, {"candidate_ms": measured_ms}, 1.1) is disagree
+
+
+def test_a_run_figure_close_to_the_regrade_is_ranked_with_both_kept():
+    own = {"candidate_ms": 1.0, "speedup_vs_eager": 2.0, "speedup_vs_compile": 1.0}
+    near = {"candidate_ms": 1.04, "speedup_vs_eager": 1.92, "speedup_vs_compile": 0.96}
+    agreement = regrade._agreement(own, [near], 1.1)
+    assert agreement == {"limit": 1.1, "run": own, "regrade": [near], "agrees": True}
+    assert regrade._agreement(None, [near], 1.1) == {}  # nothing of the run's to compare

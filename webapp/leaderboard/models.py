@@ -48,6 +48,10 @@ class Grade(models.Model):
     sol_fraction = models.FloatField(null=True, blank=True)
     max_rel_err = models.FloatField(null=True, blank=True)
     secret_seeds = models.PositiveSmallIntegerField(default=0)  # how many; the seeds stay secret
+    # The run's own timing of the candidate beside the re-grade's, when both exist
+    # (gpu_workers.regrade): {"limit", "run": figures, "regrade": [figures of each
+    # measurement], "agrees"}. Measured again where they disagree; held if they still do.
+    agreement = models.JSONField(default=dict, blank=True)
     worker = models.CharField(max_length=200, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     graded = models.DateTimeField(null=True, blank=True)
@@ -58,6 +62,11 @@ class Grade(models.Model):
 
     def __str__(self) -> str:
         return f"grade of run {self.run_id}: {self.status}"
+
+    @property
+    def disagrees(self) -> bool:
+        """The re-grade's time and the run's own differ beyond the protocol's repeatability."""
+        return self.agreement.get("agrees") is False
 
     def queue_position(self) -> int | None:
         """1 for the next re-grade a grade worker of the run's GPU type takes; None unless

@@ -30,7 +30,7 @@ from gpu_workers.harness import settings
 from gpu_workers.harness.build import cache as compile_cache
 from gpu_workers.harness.build import precompiled_header
 from gpu_workers.harness.build.workspace import Workspace
-from gpu_workers.harness.judge import environment
+from gpu_workers.harness.judge import environment, gpu_lock
 from gpu_workers.harness.sandbox import launch as sandbox
 
 LIBRARY_FILE = f"{settings.EXTENSION_NAME}.so"
@@ -198,7 +198,8 @@ def build(ws: Workspace, device: str) -> CompileResult:
             plan = _plan(ws, device, chain)
             ready = _cached_extension(chain, plan)
             if ready is None:
-                log, ext_dir = _link(ws, device, chain, plan)
+                with gpu_lock.compiling(device):  # on cpu, no timing beside a build
+                    log, ext_dir = _link(ws, device, chain, plan)
     if ready is not None:
         return CompileResult(True, time.monotonic() - started, True, "", str(ready))
     seconds = time.monotonic() - started
@@ -213,7 +214,8 @@ def warm(device: str) -> None:
     as it starts (gpu_workers/machine_warm_up.py)."""
     chain = toolchain(device)
     memory = _memory_per_job(os.cpu_count() or 1)
-    precompiled_header.prelude(chain.cxx, chain.cflags, chain.digest(), device, memory)
+    with gpu_lock.compiling(device):
+        precompiled_header.prelude(chain.cxx, chain.cflags, chain.digest(), device, memory)
 
 
 def _cached_extension(chain: Toolchain, plan: _Plan) -> Path | None:

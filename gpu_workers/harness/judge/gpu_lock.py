@@ -1,14 +1,27 @@
-"""A per-GPU lock held while verifying and profiling: several agent runs share a GPU (they mostly
-wait on their model) but only one at a time measures on it, so timings stay clean."""
+"""The lock on a device's measurements. Several agent runs share a GPU (they mostly wait on their
+model) but only one at a time measures on it, so timings stay clean: verify, profile, a re-grade
+and baselines `hold` it exclusively.
+
+On the cpu target the device is the host's cores, and compiling uses every one of them (ninja
+runs a job per core): a re-grade timed while a run compiled beside it measured 0.37x for a
+kernel that measured 1.43x alone. So there a build holds the same lock shared (`compiling`):
+builds never wait for each other, and a timing waits until every build under way has finished.
+A timing that waits goes through a turnstile that new builds must pass too, so a stream of
+overlapping builds cannot keep it waiting forever. On a GPU a build touches no device and takes
+no lock: only timing holds it."""
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 from gpu_workers.harness import settings
+
+log = logging.getLogger(__name__)
 
 # Seconds this process has held a device lock, summed: a run's GPU time is the difference over
 # the run (a worker process runs one task at a time).
@@ -19,19 +32,59 @@ def held_seconds() -> float:
     return _held_s
 
 
-@contextmanager
-def hold(device: str) -> Iterator[float]:
-    """Blocks until this process owns the device; yields the seconds it waited."""
+def _lock_path(device: str, suffix: str = "") -> Path:
     name = f"gpu{settings.gpu_index()}" if device == "cuda" else "cpu"
     lock_dir = settings.cache_dir() / "locks"
-    lock_dir.mkdir(exist_ok=True)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    return lock_dir / f"{name}{suffix}.lock"
+
+
+@contextmanager
+def _flocked(path: Path, mode: int) -> Iterator[None]:
+    with open(path, "w") as handle:
+        fcntl.flock(handle, mode)  # released by the kernel if this process dies
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _turnstile(device: str) -> Iterator[None]:
+    """Passed by every cpu timing and build before the lock itself: a timing waits in it, so
+    builds that come after it wait for it."""
+    if device != "cpu":
+        yield
+        return
+    with _flocked(_lock_path(device, ".turnstile"), fcntl.LOCK_EX):
+        yield
+
+
+@contextmanager
+def hold(device: str) -> Iterator[float]:
+    """Blocks until this process owns the device (no other timing, and on cpu no build, under
+    way); yields the seconds it waited."""
     started = time.monotonic()
-    with open(lock_dir / f"{name}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel if this process dies
+    with ExitStack() as held:
+        with _turnstile(device):
+            held.enter_context(_flocked(_lock_path(device), fcntl.LOCK_EX))
         acquired = time.monotonic()
+        log.debug("%s measurement lock taken after %.2f s", device, acquired - started)
         try:
             yield acquired - started
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
             global _held_s
             _held_s += time.monotonic() - acquired
+
+
+@contextmanager
+def compiling(device: str) -> Iterator[None]:
+    """Held while a build runs: on cpu the measurement lock shared, so no timing runs beside
+    a build; on a GPU nothing (a build takes no device time)."""
+    if device != "cpu":
+        yield
+        return
+    with ExitStack() as held:
+        with _turnstile(device):
+            held.enter_context(_flocked(_lock_path(device), fcntl.LOCK_SH))
+        yield

@@ -1,23 +1,127 @@
+"""gpu_lock between real processes: a timing owns the device; on the cpu target a build holds
+the lock shared, so a timing waits for every build under way and builds never wait for each
+other; on a GPU a build takes no lock. A holder process keeps its lock until the test lets it
+go, and marks that it is letting go before it does: whoever got the lock beside it can tell
+whether it waited."""
+
+import fcntl
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 from gpu_workers.harness.judge import gpu_lock
 
 HOLDER = """
-import time
+import sys
+from pathlib import Path
 from gpu_workers.harness.judge import gpu_lock
-with gpu_lock.hold("cpu"):
+kind, device, marker = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+with getattr(gpu_lock, kind)(device):
     print("held", flush=True)
-    time.sleep(1.5)
+    sys.stdin.readline()
+    marker.touch()  # before the lock is let go
 """
 
 
-def test_a_second_process_waits_for_the_lock():
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
-    started = time.monotonic()
-    with gpu_lock.hold("cpu") as waited:
-        pass
-    holder.wait()
-    assert waited >= 0.5 and time.monotonic() - started >= 0.5
+class Holder:
+    """A process holding `kind` (`hold` or `compiling`) of the device's lock until `release`;
+    with `wait=False` it may still be waiting for it when the constructor returns."""
+
+    def __init__(self, kind: str, device: str, tmp_path: Path, wait: bool = True):
+        self.marker = tmp_path / f"{kind}-{device}-released"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, kind, device, str(self.marker)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        if wait:
+            self.wait_held()
+
+    def wait_held(self) -> None:
+        assert self.proc.stdout.readline().strip() == "held"
+
+    def releasing(self) -> bool:
+        return self.marker.exists()
+
+    def release(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        assert self.proc.wait(timeout=60) == 0
+
+
+def taken_beside(holder: Holder, lock) -> bool:
+    """Takes `lock` in a thread while `holder` holds its own, lets the holder go once the thread
+    took it or had a second to, and says whether the holder was still holding when it did."""
+    taken, holder_was_letting_go = threading.Event(), []
+
+    def take():
+        with lock:
+            holder_was_letting_go.append(holder.releasing())
+            taken.set()
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    taken.wait(timeout=1)  # a lock that does not wait is taken well within it
+    holder.release()
+    thread.join(timeout=60)
+    return not holder_was_letting_go[0]
+
+
+def test_a_timing_waits_for_another_timing(tmp_path):
+    assert not taken_beside(Holder("hold", "cpu", tmp_path), gpu_lock.hold("cpu"))
+
+
+def test_a_timing_on_cpu_waits_for_a_build_beside_it(tmp_path):
+    """Known-bad, before builds took the lock: the timing started at once, while the build's
+    compilers held the cores it measures on."""
+    assert not taken_beside(Holder("compiling", "cpu", tmp_path), gpu_lock.hold("cpu"))
+
+
+def test_a_build_on_cpu_waits_for_a_timing_under_way(tmp_path):
+    assert not taken_beside(Holder("hold", "cpu", tmp_path), gpu_lock.compiling("cpu"))
+
+
+def test_builds_do_not_wait_for_each_other(tmp_path):
+    assert taken_beside(Holder("compiling", "cpu", tmp_path), gpu_lock.compiling("cpu"))
+
+
+def test_on_a_gpu_a_build_takes_no_lock(tmp_path):
+    assert taken_beside(Holder("compiling", "cuda", tmp_path), gpu_lock.hold("cuda"))
+
+
+def turnstile_taken() -> bool:
+    with open(gpu_lock._lock_path("cpu", ".turnstile"), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def test_a_waiting_timing_holds_back_builds_that_come_after_it(tmp_path):
+    """The turnstile: without it, builds overlapping one another could keep a re-grade waiting
+    for as long as runs keep compiling."""
+    builder = Holder("compiling", "cpu", tmp_path)
+    timer = Holder("hold", "cpu", tmp_path, wait=False)
+    deadline = time.monotonic() + 60
+    while not turnstile_taken():  # the timer waits there for the build to end
+        assert time.monotonic() < deadline, "the timing never came to wait"
+        time.sleep(0.05)
+    late_build_saw_timer_done = []
+
+    def build():
+        with gpu_lock.compiling("cpu"):
+            late_build_saw_timer_done.append(timer.releasing())
+
+    late = threading.Thread(target=build)
+    late.start()
+    late.join(timeout=1)  # a build that does not wait would be in by now
+    builder.release()
+    timer.wait_held()  # the timing went first
+    timer.release()
+    late.join(timeout=60)
+    assert late_build_saw_timer_done == [True]
