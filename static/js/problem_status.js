@@ -5,6 +5,7 @@
   "use strict";
   var badge = document.getElementById("problem-status");
   if (!badge || !badge.dataset.pollUrl) return;
+  countValidation();
   var url = badge.dataset.pollUrl;
   var status = badge.dataset.status;
   var failures = 0;
@@ -35,4 +36,24 @@
       });
   }
   setTimeout(poll, 2000);
+
+  // "validating for 12 s": counted on from the seconds the server gave, by this page's own
+  // clock (a browser's wall clock may be set apart from the server's), in the server's format
+  // (webapp/durations.py).
+  function countValidation() {
+    var node = document.querySelector('[data-field="validating-for"]');
+    if (!node || node.dataset.seconds === "") return;
+    var base = Number(node.dataset.seconds), loaded = performance.now();
+    setInterval(function () {
+      node.textContent = duration(base + (performance.now() - loaded) / 1000);
+    }, 1000);
+  }
+
+  function duration(seconds) {
+    if (seconds < 90) return Math.round(seconds) + " s";
+    var minutes = Math.round(seconds / 60);
+    if (minutes < 90) return minutes + " min";
+    var hours = Math.floor(minutes / 60), rest = minutes % 60;
+    return rest ? hours + " h " + rest + " min" : hours + " h";
+  }
 })();

@@ -505,11 +505,20 @@
 
   // ---- elapsed time ------------------------------------------------------------------------
 
+  // While it runs, counted on from the seconds the server gave (or from its claim, seen live)
+  // by this page's own clock: a browser's wall clock set behind the server's held it at 0 s.
+  var elapsedNode = field("elapsed");
+  var counting = elapsedNode && elapsedNode.dataset.seconds !== "" && ACTIVE[state.status]
+    ? { seconds: Number(elapsedNode.dataset.seconds), at: performance.now() } : null;
+
   function tick() {
     var node = field("elapsed");
-    if (node && state.started) {
-      var end = state.finished || (ACTIVE[state.status] ? new Date() : null);
-      if (end) node.textContent = duration((end - state.started) / 1000);
+    if (!node || !state.started) return;
+    if (state.finished) {
+      node.textContent = duration((state.finished - state.started) / 1000);
+    } else if (ACTIVE[state.status]) {
+      if (!counting) counting = { seconds: 0, at: performance.now() }; // claimed while watched
+      node.textContent = duration(counting.seconds + (performance.now() - counting.at) / 1000);
     }
   }
 

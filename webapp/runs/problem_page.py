@@ -111,6 +111,7 @@ def _validation_progress(problem: Problem) -> dict:
         "limit": VALIDATE.limit_text(),
         "position": problem.queue_position(),
         "elapsed": None if elapsed is None else duration(elapsed),
+        "elapsed_s": None if elapsed is None else round(elapsed),  # the page counts on from it
     }
 
 

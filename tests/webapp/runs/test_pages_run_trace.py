@@ -7,7 +7,9 @@ connection is the server killed and started again on the same port."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from datetime import timezone as tz
 
 import pytest
@@ -303,3 +305,27 @@ def test_a_queued_runs_place_follows_the_runs_ahead_of_it_until_it_is_claimed(
     page.wait_for_function(f"() => ({queue})() === 'taken by a worker'")
     assert page.locator("[data-field=status]").inner_text() == "running"
     assert viewer.loads == [f"{stack.base_url}/runs/{mine.pk}/"]  # all without a reload
+
+
+def test_the_elapsed_time_of_a_running_run_counts_on(stack, browser, alice, alices_run):
+    stack.start_web()
+
+    def started_a_minute_ago():
+        ago = timezone.now() - timedelta(seconds=61)
+        Run.objects.filter(pk=alices_run.pk).update(status=RunStatus.RUNNING, started=ago)
+
+    off_the_browser_thread(started_a_minute_ago)
+    viewer = Viewer(browser, stack, alice, alices_run)
+    elapsed = "() => document.querySelector('[data-field=elapsed]').textContent"
+    first = viewer.page.evaluate(elapsed)
+    assert seconds_of(first) >= 61, first  # the server's "61 s", or the page's "1 min 01 s"
+    deadline = time.monotonic() + 60
+    while seconds_of(viewer.page.evaluate(elapsed)) <= seconds_of(first):  # a tick later
+        assert time.monotonic() < deadline, "the elapsed time stood still"
+        viewer.page.wait_for_timeout(200)
+
+
+def seconds_of(text: str) -> int:
+    """ "61 s" or "1 min 05 s" in seconds."""
+    numbers = [int(part) for part in text.split() if part.isdigit()]
+    return numbers[0] * 60 + numbers[1] if "min" in text else numbers[0]
