@@ -3,9 +3,13 @@ the cpu target and the row gets the verdict; a second delivery of the task chang
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.utils.dateparse import parse_datetime
+
 from gpu_workers import problem_validation
 from tests.conftest import problem_source
-from tests.webapp.conftest import make_problem
+from tests.webapp.conftest import api_client, make_problem
 from webapp.problems.models import Problem, ProblemStatus
 
 
@@ -20,6 +24,12 @@ def test_it_makes_a_good_problem_valid_with_its_measurements(alice, relu_scale):
     assert problem.flops == 2 * 256 * 1024  # relu, then a scalar multiply: 2 per element
     assert problem.bytes_moved == 2 * 256 * 1024 * 4  # read x once, write y once, fp32
     assert problem.sol_ms > 0
+    # The API says when its state last changed: at the verdict, after the worker's claim.
+    # Known-bad: `updated` stayed at the upload's time (auto_now acts only on save()).
+    shown = api_client(alice).get(f"/api/problems/{problem.pk}").json()
+    assert problem.updated > problem.validation_started > problem.created
+    assert parse_datetime(shown["updated"]) > parse_datetime(shown["created"])
+    assert abs(parse_datetime(shown["updated"]) - problem.updated) < timedelta(milliseconds=1)
 
 
 def test_it_rejects_a_problem_whose_output_is_constant(alice):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from gpu_workers.harness.problem_source import source_sha256
 
@@ -20,6 +21,13 @@ class ProblemStatus(models.TextChoices):
 
 
 class ProblemQuerySet(models.QuerySet):
+    def update(self, **fields) -> int:
+        """As QuerySet.update, moving `updated` too: auto_now acts only on save(), and every
+        change of state after the upload (a worker's claim, its verdict, a reaped validation,
+        a synthesized problem published) is a conditional update."""
+        fields.setdefault("updated", timezone.now())
+        return super().update(**fields)
+
     def visible_to(self, user) -> ProblemQuerySet:
         """Public problems and the user's own."""
         if not user.is_authenticated:
