@@ -159,7 +159,7 @@
           dollars(p.cost_usd) + " · " + duration(p.seconds || 0) + bestSummary(p.best);
       case "requeued": return "requeued: " + firstLine(p.detail || "the worker was lost");
       case "cancel_requested": return "cancel requested: the agent stops at its next step";
-      case "ended": return "run " + p.run_status + (p.detail ? ": " + firstLine(p.detail) : "");
+      case "ended": return "run " + p.run_status + (p.outcome ? " (" + p.outcome + ")" : "") + (p.detail ? ": " + firstLine(p.detail) : "");
       default:
         return (END_STATES[p.state] || p.state || "status") + (p.detail ? ": " + firstLine(p.detail) : "");
     }
@@ -251,12 +251,13 @@
 
   // ---- what an event changes on the page ---------------------------------------------------
 
-  function setStatus(status) {
+  function setStatus(status, outcome) {
+    // `outcome`: what the badge says where it is not the status ("finished: nothing faster")
     state.status = status;
     var badge = field("status");
     if (badge) {
-      badge.textContent = status;
-      badge.className = "status big s-" + status;
+      badge.textContent = outcome || status;
+      badge.className = "status big s-" + (outcome ? "nothing-faster" : status);
     }
   }
 
@@ -299,7 +300,7 @@
       } else if (p.state === "cancel_requested") {
         setField("detail", "cancel requested: the agent stops at its next step");
       } else if (p.state === "ended") {
-        setStatus(p.run_status || "ended");
+        setStatus(p.run_status || "ended", p.outcome);
         state.finished = parseDate(event.at) || new Date();
         if (p.detail) setField("detail", p.detail);
         runEnded();

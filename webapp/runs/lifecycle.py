@@ -23,7 +23,7 @@ from webapp.dispatch import send_after_commit
 from webapp.errors import Conflict, TooManyRequests, Unprocessable, unknown_value
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import agent_readiness, choices
-from webapp.runs.models import ACTIVE, Run, RunKind, RunStatus
+from webapp.runs.models import ACTIVE, NOTHING_FASTER, Run, RunKind, RunStatus
 from webapp.runs.submission import check_files
 from webapp.runs.trace import record_event
 
@@ -160,4 +160,8 @@ def end_event(run: Run, status: str, detail: str) -> None:
     """The last event of every run: viewers close their connection on it. Clearing the heartbeat
     says no worker answers for the run any more (webapp.runs.recovery reads it)."""
     Run.objects.filter(pk=run.pk).update(heartbeat=None)
-    record_event(run, "status", {"state": "ended", "run_status": status, "detail": detail})
+    payload = {"state": "ended", "run_status": status, "detail": detail}
+    ended = Run.objects.only("status", "best_speedup_vs_eager").get(pk=run.pk)
+    if ended.found_nothing_faster:  # the page's badge says so without a reload
+        payload["outcome"] = NOTHING_FASTER
+    record_event(run, "status", payload)

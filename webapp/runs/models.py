@@ -17,6 +17,10 @@ class RunStatus(models.TextChoices):
 
 
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
+# What a succeeded run whose best verified kernel is slower than eager shows instead of a green
+# "succeeded": it did its work and its kernel downloads, but found nothing to use. A label, not
+# a status: it is re-graded and counts as correct on a board like any succeeded run.
+NOTHING_FASTER = "finished: nothing faster"
 
 
 class RunKind(models.TextChoices):
@@ -83,6 +87,25 @@ class Run(models.Model):
         return self.problem.visibility == Visibility.PUBLIC or (
             user.is_authenticated and self.owner_id == user.pk
         )
+
+    @property
+    def found_nothing_faster(self) -> bool:
+        return (
+            self.status == RunStatus.SUCCEEDED
+            and self.best_speedup_vs_eager is not None
+            and self.best_speedup_vs_eager < 1.0
+        )
+
+    @property
+    def outcome(self) -> str:
+        """Its status as pages show it (NOTHING_FASTER for a succeeded run that found nothing
+        faster than eager)."""
+        return NOTHING_FASTER if self.found_nothing_faster else self.status
+
+    @property
+    def outcome_class(self) -> str:
+        """The badge's CSS suffix (s-...)."""
+        return "nothing-faster" if self.found_nothing_faster else self.status
 
     def queue_position(self) -> int | None:
         """1 for the next run a worker of its GPU type takes, 2 for the one after; None unless

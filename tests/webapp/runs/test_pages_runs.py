@@ -10,6 +10,7 @@ from django.test import Client
 
 from tests.webapp.conftest import make_problem, make_run
 from webapp.leaderboard.models import Grade, GradeStatus
+from webapp.runs.lifecycle import end_event
 from webapp.runs.models import Candidate, RunStatus
 from webapp.runs.trace import record_event
 
@@ -123,6 +124,37 @@ def test_a_best_kernel_slower_than_torch_compile_is_said_and_still_downloads(
     page = logged_in(alice).get(f"/runs/{private_run.pk}/").content.decode()
     assert ("No faster kernel found: best 0.80× of torch.compile" in page) == said
     assert f'href="/runs/{private_run.pk}/bundle.zip"' in page
+
+
+@pytest.mark.parametrize(
+    "versus_eager, badge",
+    [(0.4, 'class="status big s-nothing-faster"'), (1.5, 'class="status big s-succeeded"')],
+)
+def test_a_run_that_found_nothing_faster_than_eager_says_so_and_still_downloads(
+    private_run, alice, versus_eager, badge
+):
+    """Known-bad: a run whose every kernel was slower than eager was a green "succeeded"."""
+    best = add_candidate(
+        private_run, 1, {"model_new.py": "x = 1\n"}, speedup_vs_eager=versus_eager,
+        speedup_vs_compile=versus_eager / 2,
+    )  # fmt: skip
+    make_best(private_run, best)
+    private_run.status = RunStatus.SUCCEEDED
+    private_run.save()
+    end_event(private_run, RunStatus.SUCCEEDED, "")
+    owner = logged_in(alice)
+
+    page = owner.get(f"/runs/{private_run.pk}/").content.decode()
+    assert badge in page
+    nothing_faster = versus_eager < 1
+    assert (">finished: nothing faster<" in page) is nothing_faster
+    assert f'href="/runs/{private_run.pk}/bundle.zip"' in page
+    assert owner.get(f"/runs/{private_run.pk}/bundle.zip").status_code == 200
+    listed = owner.get("/runs/").content.decode()
+    assert (">finished: nothing faster<" in listed) is nothing_faster
+    ended = private_run.events.get(payload__state="ended").payload
+    assert ended["run_status"] == "succeeded"  # the status, filters and re-grade are unchanged
+    assert ended.get("outcome") == ("finished: nothing faster" if nothing_faster else None)
 
 
 # ---- the re-grade section ----------------------------------------------------------------
