@@ -127,7 +127,7 @@
       case "tool_result":
         parts.push(el("span", p.ok ? "ok" : "fail", p.ok ? "✓ " : "✗ "));
         parts.push(el("strong", null, p.name || "?"));
-        parts.push(": " + firstLine(p.text, 160));
+        parts.push(": " + (isGraph(p) ? graphSummary(p.verdict) : firstLine(p.text, 160)));
         break;
       case "candidate":
         parts.push("candidate " + (p.seq !== undefined ? p.seq : "#" + p.index) + ": ");
@@ -197,6 +197,11 @@
         }
         break;
       case "tool_result":
+        if (isGraph(p)) {
+          add("graph", pre(graphLines(p.verdict)));
+          add("as the model read it", pre(p.text || ""));
+          break;
+        }
         add("result", pre(p.text || ""));
         if (p.verdict && typeof p.verdict === "object") {
           var verdict = Object.assign({}, p.verdict);
@@ -223,6 +228,50 @@
         add(null, pre(json(p)));
     }
     return body;
+  }
+
+  // ---- inspect_graph's result: the op's graph (Graph IR, docs/fusion.md) -------------------
+  // Its text is the IR as JSON for the model, whose first line is "{": shown as one line per
+  // node instead, like "mul = mul(relu, 1.5) → float32[256, 1024]".
+
+  function isGraph(p) {
+    return p.name === "inspect_graph" && p.verdict && Array.isArray(p.verdict.nodes);
+  }
+
+  function shaped(value) {
+    return (value.dtype || "") + "[" + (value.shape || []).join(", ") + "]";
+  }
+
+  function argText(arg) {
+    if (!arg || typeof arg !== "object") return String(arg);
+    if ("node" in arg) return arg.node;
+    if ("input" in arg) return arg.input;
+    if ("param" in arg) return arg.param;
+    if ("const" in arg) return JSON.stringify(arg["const"]);
+    return JSON.stringify(arg);
+  }
+
+  function graphSummary(g) {
+    var ops = g.nodes.map(function (n) { return n.op; });
+    var inputs = (g.inputs || []).map(function (i) { return i.name + " " + shaped(i); });
+    var text = g.nodes.length + " op" + (g.nodes.length === 1 ? "" : "s");
+    if (ops.length) text += " (" + firstLine(ops.join(", "), 80) + ")";
+    if (inputs.length) text += " on " + inputs.join(", ");
+    var unsupported = g.unsupported || [];
+    if (unsupported.length) text += "; " + unsupported.length + " unsupported";
+    return text;
+  }
+
+  function graphLines(g) {
+    var lines = (g.inputs || []).map(function (i) { return "input " + i.name + ": " + shaped(i); });
+    (g.params || []).forEach(function (q) { lines.push("param " + q.name + ": " + shaped(q)); });
+    g.nodes.forEach(function (n) {
+      var attrs = n.attrs && Object.keys(n.attrs).length ? " " + JSON.stringify(n.attrs) : "";
+      lines.push(n.name + " = " + n.op + "(" + (n.args || []).map(argText).join(", ") + ")" + attrs + " → " + shaped(n));
+    });
+    lines.push("outputs: " + (g.outputs || []).map(argText).join(", "));
+    (g.unsupported || []).forEach(function (u) { lines.push("unsupported: " + (typeof u === "string" ? u : JSON.stringify(u))); });
+    return lines.join("\n");
   }
 
   function appendRow(event) {

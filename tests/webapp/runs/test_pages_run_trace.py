@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from django.test import Client
 from django.utils import timezone
 
+from agent.tools import format_graph
 from tests.webapp.conftest import make_problem, make_run
 from tests.webapp.live_stack import LiveStack
 from webapp.runs.lifecycle import end_event
@@ -329,3 +330,40 @@ def seconds_of(text: str) -> int:
     """ "61 s" or "1 min 05 s" in seconds."""
     numbers = [int(part) for part in text.split() if part.isdigit()]
     return numbers[0] * 60 + numbers[1] if "min" in text else numbers[0]
+
+
+GRAPH = {
+    "format": "kernelarena.graph/1",
+    "device": "cpu",
+    "inputs": [{"name": "x", "shape": [256, 1024], "dtype": "float32"}],
+    "params": [],
+    "nodes": [
+        {"name": "relu", "op": "relu", "args": [{"input": "x"}], "attrs": {}}
+        | {"shape": [256, 1024], "dtype": "float32"},
+        {"name": "mul", "op": "mul", "args": [{"node": "relu"}, {"const": 1.5}], "attrs": {}}
+        | {"shape": [256, 1024], "dtype": "float32"},
+    ],
+    "outputs": [{"node": "mul"}],
+    "unsupported": [],
+}
+
+
+def test_a_graph_inspection_reads_as_ops_not_as_json(stack, browser, alice, alices_run):
+    """Known-bad: the row said `inspect_graph: {`, the first line of the IR's JSON."""
+    stack.start_web()
+    inspected = {"turn": 1, "id": "c1", "name": "inspect_graph", "ok": True}
+    inspected |= {"text": format_graph(GRAPH), "verdict": GRAPH}
+    record(alices_run, TRACE[0], ("tool_result", inspected))
+    viewer = Viewer(browser, stack, alice, alices_run)
+    row = viewer.page.locator("#event-2 summary .summary")
+    row.wait_for()
+    assert row.inner_text() == "✓ inspect_graph: 2 ops (relu, mul) on x float32[256, 1024]"
+    viewer.page.click("#event-2 summary")
+    viewer.page.wait_for_selector("#event-2 .body")
+    graph = viewer.page.locator("#event-2 .body pre").first.inner_text()
+    assert graph.splitlines() == [
+        "input x: float32[256, 1024]",
+        "relu = relu(x) → float32[256, 1024]",
+        "mul = mul(relu, 1.5) → float32[256, 1024]",
+        "outputs: mul",
+    ]
