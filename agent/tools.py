@@ -292,8 +292,8 @@ def summarise_profile(verdict: dict) -> str:
         fraction = verdict.get("sol_fraction")
         share = f"{fraction:.0%} of it" if fraction is not None else "n/a"
         parts.append(f"speed of light {_ms(verdict['sol_ms'])} ({share})")
-    if verdict.get("spread") is not None:
-        parts.append(f"spread {_num(verdict['spread'])}")
+    if verdict.get("spread") is not None:  # said in words: "spread 0.321" meant nothing to people
+        parts.append(f"spread {verdict['spread']:.1%} (interquartile range of its times / median)")
     return "profile: " + " | ".join(parts)
 
 

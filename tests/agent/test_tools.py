@@ -145,7 +145,8 @@ def test_verdicts_read_in_one_line():
     }
     assert summarise_profile(profiled) == (
         "profile: candidate 0.4 ms | eager 0.8 ms (2.00x) | torch.compile 0.5 ms (1.25x) | "
-        "speed of light 0.1 ms (25% of it) | spread 0.004"
+        "speed of light 0.1 ms (25% of it) | "
+        "spread 0.4% (interquartile range of its times / median)"
     )
 
 

@@ -395,3 +395,9 @@ def test_every_figure_of_a_run_and_a_candidate_is_defined_on_hover(public_run):
         assert missing == []
     assert 'title="speedup over eager PyTorch' in run_page
     assert "interquartile range" in candidate_page
+    # "spread 0.004" says what it is where it is shown, not only in the label's hover.
+    spread = re.search(
+        r'<span class="muted" data-field="spread" title="([^"]*)">([^<]*)<', candidate_page
+    )
+    assert "interquartile range" in spread.group(1)
+    assert spread.group(2) == "(spread 0.004: interquartile range of its times / median)"
