@@ -434,23 +434,32 @@
     }
     while (row.firstChild) row.removeChild(row.firstChild);
     var profile = p.profile || {};
+    var verified = el("span");
+    verified.appendChild(p.verified ? el("span", "yes", "verified") : el("span", "no", "no"));
+    var issue = issueOf(p);
+    if (issue) {
+      verified.appendChild(document.createTextNode(" "));
+      var why = el("span", "mono small", issue);
+      why.dataset.field = "issue";
+      verified.appendChild(why);
+    }
     var cells = [
       candidateLink(p.seq, String(p.seq)),
-      p.verified ? el("span", "yes", "verified") : el("span", "no", "no"),
+      verified,
       times(p.speedup_vs_eager),
       times(p.speedup_vs_compile),
       isNum(profile.sol_fraction) ? Math.round(profile.sol_fraction * 100) + "%" : "—",
-      problemFound(p),
     ];
     cells.forEach(function (content, i) {
-      var cell = el("td", i >= 2 && i <= 4 ? "num" : i === 5 ? "mono small" : null);
+      var cell = el("td", i >= 2 ? "num" : null);
       if (typeof content === "string") cell.textContent = content;
       else cell.appendChild(content);
       row.appendChild(cell);
     });
   }
 
-  function problemFound(p) {
+  // Why a candidate did not verify, or was not timed (webapp/runs/views.py's _candidate_row).
+  function issueOf(p) {
     var parts = [p.verify || {}, p.profile || {}];
     for (var i = 0; i < parts.length; i++) {
       var violations = parts[i].violations || [];

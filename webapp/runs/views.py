@@ -208,20 +208,22 @@ def _dict(value) -> dict:
 def _candidate_row(candidate: Candidate) -> dict:
     verdict = _dict(candidate.verdict)
     verify, profile = _dict(verdict.get("verify")), _dict(verdict.get("profile"))
-    problems = [
+    # Why it did not verify, or was not timed: beside "no" or "verified" in the table (a
+    # column of its own was empty for every candidate that passed)
+    issues = [
         f"{v.get('code')}: {v.get('detail')}"
         for part in (verify, profile)
         for v in part.get("violations") or []
         if isinstance(v, dict)
     ]
-    problems += [_last_line(part["error"]) for part in (verify, profile) if part.get("error")]
+    issues += [_last_line(part["error"]) for part in (verify, profile) if part.get("error")]
     return {
         "seq": candidate.seq,
         "verified": candidate.verified,
         "speedup_vs_eager": profile.get("speedup_vs_eager"),
         "speedup_vs_compile": candidate.speedup_vs_compile,
         "sol_fraction": profile.get("sol_fraction"),
-        "problem": problems[0] if problems else "",
+        "issue": issues[0] if issues else "",
     }
 
 

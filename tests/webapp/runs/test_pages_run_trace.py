@@ -188,7 +188,7 @@ def test_a_late_viewer_sees_the_saved_trace_then_the_live_one(stack, browser, al
     assert page.locator("[data-field=started]").inner_text() == started
     row = page.locator('#candidates tr[data-seq="1"]')
     assert row.locator("a").get_attribute("href") == f"/runs/{alices_run.pk}/candidates/1/"
-    assert row.locator("td").all_inner_texts()[1:5] == ["verified", "2.50×", "1.25×", "40%"]
+    assert row.locator("td").all_inner_texts() == ["1", "verified", "2.50×", "1.25×", "40%"]
     page.wait_for_selector("#chart svg .parity", state="attached")
     assert page.locator("#chart svg a circle.dot-eager").count() == 1
     assert page.locator("#chart svg a circle.dot-compile").count() == 1
@@ -366,4 +366,23 @@ def test_a_graph_inspection_reads_as_ops_not_as_json(stack, browser, alice, alic
         "relu = relu(x) → float32[256, 1024]",
         "mul = mul(relu, 1.5) → float32[256, 1024]",
         "outputs: mul",
+    ]
+
+
+def test_a_live_candidate_row_says_why_it_did_not_verify(stack, browser, alice, alices_run):
+    """Known-bad: the reason stood in a sixth column of its own, empty for every candidate
+    that verified."""
+    stack.start_web()
+    failed = {"index": 1, "turn": 2, "verified": False, "best": False, "seq": 2}
+    failed |= {"verify": {"ok": False, "violations": [{"code": "mismatch", "detail": "trial 0"}]}}
+    record(alices_run, TRACE[0], TRACE[4], ("candidate", failed))
+    viewer = Viewer(browser, stack, alice, alices_run)
+    viewer.page.wait_for_selector("#event-3")
+    cells = [
+        row.locator("td").all_inner_texts()
+        for row in viewer.page.locator("#candidates tbody tr").all()
+    ]
+    assert cells == [
+        ["1", "verified", "2.50×", "1.25×", "40%"],
+        ["2", "no mismatch: trial 0", "—", "—", "—"],
     ]

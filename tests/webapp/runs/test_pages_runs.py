@@ -265,6 +265,24 @@ def test_it_shows_violations_and_errors(public_run):
     assert "not verified" in page
 
 
+def test_the_candidates_table_says_why_beside_verified_and_has_no_empty_column(public_run):
+    """Known-bad: a "Problem found" column of its own, empty for every candidate that passed."""
+    add_candidate(public_run, 1, {"model_new.py": "x = 1\n"}, speedup_vs_eager=1.2)
+    failed = add_candidate(public_run, 2, {"model_new.py": "x = 2\n"}, verified=False)
+    failed.verdict["verify"]["violations"] = [{"code": "mismatch", "detail": "trial 0 <off>"}]
+    failed.save()
+    page = Client().get(f"/runs/{public_run.pk}/").content.decode()
+    table = page[page.index('<table class="data" id="candidates">') :]
+    table = table[: table.index("</table>")]
+    assert "Problem found" not in table
+    assert len(re.findall(r"<th[ >]", table)) == 5 and table.count('<tr data-seq="') == 2
+    rows = table.split('<tr data-seq="')[1:]
+    assert all(row.count("<td") == 5 for row in rows)
+    assert 'data-field="issue"' not in rows[0]
+    issue = 'class="no">no</span> <span class="mono small" data-field="issue">'
+    assert issue + "mismatch: trial 0 &lt;off&gt;</span>" in rows[1]
+
+
 def test_it_escapes_candidate_sources(public_run):
     add_candidate(public_run, 1, {"model_new.py": "x = 1\n"})
     add_candidate(
