@@ -180,6 +180,9 @@ def test_a_regrade_far_from_the_runs_own_figure_is_measured_again_and_held(alice
         fixture_files("good_relu_scale"),
         verdict={"profile": {"ok": True, **far_off}},
     )
+    Run.objects.filter(pk=run.pk).update(
+        best_speedup_vs_eager=0.0001, best_speedup_vs_compile=0.0001
+    )
     grade = graded(run)
 
     assert grade.status == GradeStatus.UNDER_REVIEW
@@ -199,6 +202,8 @@ def test_a_regrade_far_from_the_runs_own_figure_is_measured_again_and_held(alice
     # The header's best vs eager is the re-grade's figure, marked so; never the run's 0.00×.
     headline = page.split('data-field="best-eager"')[1].split("</dd>")[0]
     assert f"{grade.speedup_vs_eager:.2f}×" in headline and "re-graded" in headline
+    listed = client.get("/runs/").content.decode()  # My runs: the same figure
+    assert f"{grade.speedup_vs_eager:.2f}×" in listed and "0.00×" not in listed
 
 
 @pytest.mark.parametrize(

@@ -22,9 +22,9 @@ def home(request: HttpRequest) -> HttpResponse:
     public_runs = Run.objects.filter(problem__visibility=Visibility.PUBLIC)
     mine = None
     if request.user.is_authenticated:
-        mine = Run.objects.filter(owner=request.user).select_related("problem")[:5]
+        mine = Run.objects.filter(owner=request.user).select_related("problem", "grade")[:5]
     context = {
-        "recent_runs": public_runs.select_related("problem")[:10],
+        "recent_runs": public_runs.select_related("problem", "grade")[:10],
         "my_runs": mine,
         # The front page shows only boards with results: empty ones are on /leaderboard/.
         "boards": [board for board in compact_boards() if board["rows"]],

@@ -89,12 +89,30 @@ class Run(models.Model):
         )
 
     @property
-    def found_nothing_faster(self) -> bool:
-        return (
-            self.status == RunStatus.SUCCEEDED
-            and self.best_speedup_vs_eager is not None
-            and self.best_speedup_vs_eager < 1.0
+    def headline(self) -> dict:
+        """The best speedups pages show for it: the re-grade's once it has timed the candidate
+        and ranked it, or held it only because it disagreed with the run's own (the figure
+        that counts), else the run's own; `regraded` says which. (The grade is read through
+        the reverse relation: runs sits below the leaderboard.) Lists select_related("grade")."""
+        grade = getattr(self, "grade", None)  # none yet: RelatedObjectDoesNotExist
+        counted = (
+            grade is not None
+            and grade.speedup_vs_eager is not None
+            and (grade.status == "ranked" or grade.disagrees)
         )
+        if counted:
+            eager, compile_ = grade.speedup_vs_eager, grade.speedup_vs_compile
+        else:
+            eager, compile_ = self.best_speedup_vs_eager, self.best_speedup_vs_compile
+        return {"speedup_vs_eager": eager, "speedup_vs_compile": compile_, "regraded": counted}
+
+    @property
+    def found_nothing_faster(self) -> bool:
+        """Succeeded, and its best kernel (as counted: `headline`) is slower than eager."""
+        if self.status != RunStatus.SUCCEEDED:
+            return False
+        versus_eager = self.headline["speedup_vs_eager"]
+        return versus_eager is not None and versus_eager < 1.0
 
     @property
     def outcome(self) -> str:

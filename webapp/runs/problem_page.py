@@ -82,7 +82,8 @@ def _render_detail(
     status: int = 200,
     submission_form: SubmissionForm | None = None,
 ) -> HttpResponse:
-    runs = Run.objects.visible_to(request.user).filter(problem=problem).select_related("problem")
+    runs = Run.objects.visible_to(request.user).filter(problem=problem)
+    runs = runs.select_related("problem", "grade")
     intensity = None
     if problem.flops is not None and problem.bytes_moved:
         intensity = problem.flops / problem.bytes_moved

@@ -64,7 +64,7 @@ def my_runs(request: HttpRequest) -> HttpResponse:
             runs, status = run_filters.filtered_runs(mine, request.user, filters), 200
         except RequestRefused as refusal:
             status = refuse_on_form(form, refusal)
-    runs = runs.select_related("problem").defer("problem__source", "submitted_sources")
+    runs = runs.select_related("problem", "grade").defer("problem__source", "submitted_sources")
     page = Paginator(runs, MY_RUNS_PER_PAGE).get_page(request.GET.get("page"))
     for run in page:
         seconds = _elapsed(run)
@@ -88,7 +88,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "time_limit": RUN.limit_text(),
         "queue_position": run.queue_position(),
         "regrade_limit": GRADE.limit_text(),
-        "headline": _headline(run),
+        "headline": run.headline,
     }
     return render(request, "runs/detail.html", context)
 
@@ -170,25 +170,6 @@ def _elapsed(run: Run) -> float | None:
     if run.started is None:
         return None
     return ((run.finished or timezone.now()) - run.started).total_seconds()
-
-
-def _headline(run: Run) -> dict:
-    """The best speedups the header shows: the re-grade's once it has timed the candidate and
-    ranked it, or held it only because it disagreed with the run's (the figure that counts),
-    else the run's own. (The grade is read through the run: runs sits below the leaderboard.)"""
-    grade = getattr(run, "grade", None)  # none yet: RelatedObjectDoesNotExist, an AttributeError
-    counted = (
-        grade is not None
-        and grade.speedup_vs_eager is not None
-        and (grade.status == "ranked" or grade.disagrees)
-    )
-    source = grade if counted else run
-    prefix = "" if counted else "best_"
-    return {
-        "speedup_vs_eager": getattr(source, prefix + "speedup_vs_eager"),
-        "speedup_vs_compile": getattr(source, prefix + "speedup_vs_compile"),
-        "regraded": counted,
-    }
 
 
 def _last_progress(run: Run) -> dict:

@@ -37,10 +37,12 @@ class Protocol:
     # baseline before the result is held for review (timing_drift): busy threads slowed it 3.5x.
     drift_limit: float = 1.5
     # Two measurements of one kernel in separate processes (a run's, then its re-grade's) agree
-    # when the slower time is within this factor of the faster: 1.0065 measured on a quiet host
-    # against a target of 1.02 (docs/benchmarks.md); the rest is room for a shared host's
-    # noise. A re-grade beyond it is measured again, and held for review if it still is.
-    repeatability: float = 1.1
+    # when the slower time is within this factor of the faster. A quiet host repeats within
+    # 1.0065 (docs/benchmarks.md), but a measurement stands as undisturbed while its eager
+    # moved by up to drift_limit, so a smaller limit would hold honest results of a busy host;
+    # the re-grade that measured 0.37x for a 1.43x kernel (3.9x apart) is far beyond it. A
+    # re-grade beyond it is measured again, and held for review if it still is.
+    repeatability: float = 1.5
     # Wall-clock limit of one sandboxed verify or profile step (a hang becomes a verdict).
     step_timeout_s: float = 600.0
     extra: dict = field(default_factory=dict)
