@@ -137,8 +137,13 @@ def test_redis_url_and_database_url_win_over_the_stack(stacks_dir, redis_server,
     stack = described_stack(stacks_dir, 4301, f"unix://{tmp_path}/gone.sock")  # its broker died
     try:
         nowhere = tmp_path / "nowhere"
-        done = manage(stacks_dir, "import_suite", str(nowhere), REDIS_URL=redis_server)
-        assert_refused(done, f"{nowhere} is not a folder")  # past the broker: REDIS_URL's
+        # A process given REDIS_URL joins no stack (the stack's database neither): past the
+        # database and the broker, both the environment's, to the folder
+        done = manage(
+            stacks_dir, "import_suite", str(nowhere), REDIS_URL=redis_server,
+            DATABASE_URL=database_url(),
+        )  # fmt: skip
+        assert_refused(done, f"{nowhere} is not a folder")
         empty = tmp_path / "empty.sqlite3"
         done = manage(stacks_dir, "import_suite", str(nowhere), DATABASE_URL=f"sqlite:///{empty}")
         assert_refused(done, f"the database {empty} lacks")  # not the stack's database
