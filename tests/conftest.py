@@ -32,3 +32,15 @@ def drift_of_a_quiet_host(monkeypatch):
     from gpu_workers.harness.judge import profile
 
     monkeypatch.setattr(profile.Measurement, "drift", lambda self: 1.0)
+
+
+@pytest.fixture
+def regrade_of_a_quiet_host(monkeypatch):
+    """For tests that need a re-grade to rank in order to test something else: its time counts
+    as agreeing with the run's own, as two measurements of a quiet host do, so a busy CI host
+    (whose cores a test's other processes share) cannot hold it for a disagreement. The
+    decision itself is tested on given figures (tests/gpu_workers/test_regrade.py); the re-grade
+    still verifies on secret seeds and every violation still holds it."""
+    from gpu_workers import regrade
+
+    monkeypatch.setattr(regrade, "disagree", lambda own, measured, limit: False)

@@ -79,7 +79,9 @@ def graded(run: Run) -> Grade:
     return Grade.objects.get(run=run)
 
 
-@pytest.mark.usefixtures("drift_of_a_quiet_host")  # ranked, whatever a busy host's drift
+@pytest.mark.usefixtures(
+    "drift_of_a_quiet_host", "regrade_of_a_quiet_host"
+)  # ranked, whatever the host
 def test_a_clean_candidate_is_ranked_with_its_new_timing(alice):
     run = finished_run(alice, problem_source("relu_scale"), fixture_files("good_relu_scale"))
     grade = graded(run)

@@ -94,7 +94,9 @@ class LockTakings(logging.Handler):
             self.compiler_alive.append(compiling_below(self.builder_pid))
 
 
-@pytest.mark.usefixtures("drift_of_a_quiet_host")  # ranked, whatever a busy host's drift
+@pytest.mark.usefixtures(
+    "drift_of_a_quiet_host", "regrade_of_a_quiet_host"
+)  # ranked, whatever the host
 def test_a_regrade_does_not_time_while_another_candidate_builds(alice, tmp_path):
     builder = subprocess.Popen(
         [sys.executable, "-c", BUILDER, str(tmp_path / "other-run")],

@@ -24,7 +24,7 @@ from webapp.suites.models import Evaluation, Suite, SuiteProblem
 # Runs that must succeed and grades that must rank: a busy host's drift is not what they test.
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("redis_server", "drift_of_a_quiet_host"),
+    pytest.mark.usefixtures("redis_server", "drift_of_a_quiet_host", "regrade_of_a_quiet_host"),
 ]
 
 GOOD_LINE = "y[i] = (v > 0.0f ? v : 0.0f) * scale;"

@@ -63,7 +63,7 @@ def command(*args) -> str:
     return out.getvalue()
 
 
-@pytest.mark.usefixtures("drift_of_a_quiet_host")  # its good run must rank, whatever the host
+@pytest.mark.usefixtures("drift_of_a_quiet_host", "regrade_of_a_quiet_host")  # it must rank
 def test_a_suite_goes_from_folder_to_report(level1, workers_in_process, tmp_path):
     out = command("import_suite", str(level1), "--name", "mini")
     suite = Suite.objects.get(name="mini")
