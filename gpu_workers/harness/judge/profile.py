@@ -472,8 +472,10 @@ def result(base: dict, measured: Measurement, device: str, protocol: Protocol) -
                 f"(limit {protocol.drift_limit}x): the machine was disturbed; held for review",
             )
         )
-    peaks = roofline.peaks(device)
-    sol_ms = roofline.floor_ms(base["flops"], base["bytes_moved"], peaks, protocol)
+    sol_ms = roofline.floor_ms(base["flops"], base["bytes_moved"], roofline.peaks(device), protocol)
+    if candidate_ms < sol_ms * protocol.sol_slack:  # the peaks may have been measured too low
+        peaks = roofline.peaks(device, measure_again=True)
+        sol_ms = roofline.floor_ms(base["flops"], base["bytes_moved"], peaks, protocol)
     if candidate_ms < sol_ms * protocol.sol_slack:
         violations.append(
             Violation(

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from gpu_workers.harness import settings
 from gpu_workers.harness.judge import failure, gpu_lock, roofline
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import profile as profile_mod
@@ -287,7 +288,9 @@ def _measurement(beside: Batches, alone: Batches, violations=()) -> profile_mod.
 @pytest.fixture
 def cpu_peaks(monkeypatch):
     """A floor far under any time here (the host's real peaks are measured in a sandbox)."""
-    monkeypatch.setattr(roofline, "peaks", lambda device: roofline.Peaks(device, 1e3, 1e3, 1e3))
+    monkeypatch.setattr(
+        roofline, "peaks", lambda device, measure_again=False: roofline.Peaks(device, 1e3, 1e3, 1e3)
+    )
 
 
 _BASE = {"eager_ms": 0.6, "compile_ms": 0.5, "flops": 1, "bytes_moved": 1, "cached": True}
@@ -343,3 +346,24 @@ def test_timing_goes_on_until_the_rounds_decide_the_clock_check():
     check = profile_mod.clock_check(_rounds(noisy), _rounds(quiet), "cuda")
     assert check.bound_ms > 0.13
     assert not profile_mod._clock_decided(_rounds(noisy), _rounds(quiet), "cuda")
+
+
+def test_peaks_measured_too_low_are_measured_again_before_a_kernel_is_held(tmp_path, monkeypatch):
+    """A host busy while its peaks were measured keeps them too low (9 GB/s cached where a quiet
+    measurement gave 19), and every honest kernel after looked faster than the device: the
+    peaks are measured again, the higher kept, before a time is held as impossible."""
+    monkeypatch.setenv("KERNELARENA_CACHE", str(tmp_path))
+    path = roofline.peaks_file("cpu")
+    low = {"device": "cpu", "bandwidth_gbs": 0.01, "fp32_tflops": 1e-6, "tensor_tflops": 1e-6}
+    settings.publish_json(path, low)
+    honest = _measurement(_eager(_QUIET), _eager(_QUIET))
+    base = {**_BASE, "bytes_moved": 10**6}
+    # known-bad: against the peaks as stored, the honest time is under the floor
+    stored_floor = roofline.floor_ms(0, 10**6, roofline.Peaks(**low), LOOSE) * LOOSE.sol_slack
+    assert honest.candidate["median_ms"] < stored_floor
+    result = profile_mod.result(base, honest, "cpu", LOOSE)
+    assert result.ok, result.violations
+    assert json.loads(path.read_text())["bandwidth_gbs"] > 1.0  # the higher one kept
+    # a time that no measurement of this device explains is still held
+    beyond = profile_mod.result({**_BASE, "bytes_moved": 10**13}, honest, "cpu", LOOSE)
+    assert "impossible_speed" in [v.code for v in beyond.violations]
