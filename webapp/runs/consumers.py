@@ -6,6 +6,10 @@ reads is missed; anything that arrives both ways is dropped by seq, and a seq pa
 expected one (a message the channel layer lost) is filled from the database. The viewer gets
 every event after `after` exactly once, in order, however late it joins or often it resumes.
 Only users who may see the run can subscribe: anyone else is closed with 4404.
+
+The run's last event is the `ended` status event (webapp.runs.lifecycle.end_event): the server
+closes the socket with 1000 (normal closure) right after sending it, or at once when the client
+resumes after it, so a client that waits for the end of the run exits.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from webapp.runs.models import Run
-from webapp.runs.trace import event_json, events_after, run_group
+from webapp.runs.trace import END_STATE, event_json, events_after, is_end, run_group
 
 CLOSE_NOT_FOUND = 4404  # no such run, or not one this user may see (the same, on purpose)
 CLOSE_BAD_REQUEST = 4400
+CLOSE_RUN_ENDED = 1000  # normal closure: the run's trace is complete
 BACKLOG_PAGE = 500
 
 
@@ -29,12 +34,19 @@ def _visible_run(user, run_id: int) -> Run | None:
 
 
 @database_sync_to_async
+def _ended_by(run: Run, seq: int) -> bool:
+    """Whether the run's `ended` event is at or before `seq`: nothing more will come."""
+    return run.events.filter(seq__lte=seq, kind="status", payload__state=END_STATE).exists()
+
+
+@database_sync_to_async
 def _saved_after(run: Run, after: int) -> list[dict]:
     return [event_json(event) for event in events_after(run, after, BACKLOG_PAGE)]
 
 
 class RunTraceConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    ended = False  # the run's `ended` event was sent (or lies before `after`): socket closed
 
     async def connect(self) -> None:
         await self.accept()
@@ -52,6 +64,8 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
         self.group = run_group(self.run.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_saved()
+        if not self.ended and await _ended_by(self.run, self.last_seq):
+            await self.close_ended()
 
     async def disconnect(self, code: int) -> None:
         if self.group:
@@ -63,7 +77,7 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
     async def trace_event(self, message: dict) -> None:
         """A live event from the run's group (type "trace.event")."""
         seq = message["event"]["seq"]
-        if seq <= self.last_seq:
+        if self.ended or seq <= self.last_seq:
             return  # already sent from the database
         if seq > self.last_seq + 1:
             await self.send_saved()  # a lost message: the database has it, and this one
@@ -71,7 +85,7 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
         await self.send_event(message["event"])
 
     async def send_saved(self) -> None:
-        while True:
+        while not self.ended:
             events = await _saved_after(self.run, self.last_seq)
             for event in events:
                 await self.send_event(event)
@@ -79,8 +93,16 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     async def send_event(self, event: dict) -> None:
+        if self.ended:
+            return
         await self.send_json({"type": "event", "event": event})
         self.last_seq = event["seq"]
+        if is_end(event):
+            await self.close_ended()
+
+    async def close_ended(self) -> None:
+        self.ended = True
+        await self.close(code=CLOSE_RUN_ENDED)
 
 
 def _after(query_string: bytes) -> int | None:

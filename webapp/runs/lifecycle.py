@@ -25,7 +25,7 @@ from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import agent_readiness, choices
 from webapp.runs.models import ACTIVE, NOTHING_FASTER, Run, RunKind, RunStatus
 from webapp.runs.submission import check_files
-from webapp.runs.trace import record_event
+from webapp.runs.trace import END_STATE, record_event
 
 
 class RunRefused(Conflict):
@@ -160,7 +160,7 @@ def end_event(run: Run, status: str, detail: str) -> None:
     """The last event of every run: viewers close their connection on it. Clearing the heartbeat
     says no worker answers for the run any more (webapp.runs.recovery reads it)."""
     Run.objects.filter(pk=run.pk).update(heartbeat=None)
-    payload = {"state": "ended", "run_status": status, "detail": detail}
+    payload = {"state": END_STATE, "run_status": status, "detail": detail}
     ended = Run.objects.only("status", "best_speedup_vs_eager").get(pk=run.pk)
     if ended.found_nothing_faster:  # the page's badge says so without a reload
         payload["outcome"] = NOTHING_FASTER

@@ -21,6 +21,14 @@ from webapp.runs.models import Run, TraceEvent
 log = logging.getLogger(__name__)
 
 
+END_STATE = "ended"  # the state of a run's last event (webapp.runs.lifecycle.end_event)
+
+
+def is_end(event: dict) -> bool:
+    """Whether an event (as event_json writes it) is its run's last."""
+    return event["kind"] == "status" and event["payload"].get("state") == END_STATE
+
+
 def run_group(run_id: int) -> str:
     return f"run-{run_id}"
 

@@ -1,5 +1,7 @@
 """/ws/runs/<id>/: saved events, then live ones, each once and in order; only for those who may
-see the run. Real ASGI app, real channel layer (Redis), real database."""
+see the run; closed by the server after the run's `ended` event. A token client needs no Origin;
+a session must come from the site's own pages. Real ASGI app, real channel layer (Redis), real
+database."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from django.test import Client
 from tests.webapp.conftest import make_problem, make_run
 from webapp.accounts.tokens import issue_token
 from webapp.asgi import application
+from webapp.runs.lifecycle import end_event
 from webapp.runs.trace import record_event, run_group
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_server")]
@@ -176,6 +179,72 @@ def test_it_refuses_a_handshake_from_another_site(alice, relu_scale):
     async def scenario():
         path = f"/ws/runs/{run.pk}/"
         socket = WebsocketCommunicator(application, path, headers=headers)
+        connected, _ = await socket.connect(timeout=WAIT_S)
+        assert not connected
+        await socket.disconnect(timeout=WAIT_S)
+
+    async_to_sync(scenario)()
+
+
+async def closed_with(socket) -> int:
+    """The close code of the server's next frame, which must be a close."""
+    frame = await socket.receive_output(timeout=WAIT_S)
+    assert frame["type"] == "websocket.close", frame
+    return frame["code"]
+
+
+def test_a_token_client_without_origin_streams_to_the_end_and_is_closed(alice, relu_scale):
+    # Known-bad before: 403 at the handshake (the origin check applied to token clients too),
+    # and the socket stayed open after `ended`.
+    run = make_run(alice, make_problem(alice, relu_scale))
+    record(run, 2)
+    headers = [bearer(alice)]
+
+    async def scenario():
+        socket = await open_socket(run, headers)
+        assert await seqs(socket, 2) == [1, 2]
+        await sync_to_async(record)(run, 1)
+        await sync_to_async(end_event)(run, "succeeded", "done")
+        assert await seqs(socket, 2) == [3, 4]
+        assert await closed_with(socket) == 1000
+        await socket.disconnect(timeout=WAIT_S)
+
+    async_to_sync(scenario)()
+
+
+@pytest.mark.parametrize("after", [0, 2, 3], ids=["from-the-start", "before-the-end", "past-it"])
+@pytest.mark.usefixtures("layer_in_memory")
+def test_a_client_of_an_ended_run_gets_the_rest_of_its_trace_then_a_close(alice, relu_scale, after):
+    run = make_run(alice, make_problem(alice, relu_scale))
+    record(run, 2)
+    end_event(run, "failed", "no verified candidate")  # seq 3
+    headers = [bearer(alice)]
+
+    async def scenario():
+        socket = await open_socket(run, headers, after=after)
+        assert await seqs(socket, 3 - after) == list(range(after + 1, 4))
+        assert await closed_with(socket) == 1000
+        await socket.disconnect(timeout=WAIT_S)
+
+    async_to_sync(scenario)()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param(lambda alice: [session_cookie(alice)], id="session-without-origin"),
+        pytest.param(
+            lambda alice: [(b"authorization", b"Bearer not-a-token")], id="bad-token-no-origin"
+        ),
+    ],
+)
+@pytest.mark.usefixtures("layer_in_memory")
+def test_a_handshake_without_a_valid_token_needs_the_sites_origin(alice, relu_scale, headers):
+    run = make_run(alice, make_problem(alice, relu_scale))
+    handshake = headers(alice)
+
+    async def scenario():
+        socket = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=handshake)
         connected, _ = await socket.connect(timeout=WAIT_S)
         assert not connected
         await socket.disconnect(timeout=WAIT_S)
