@@ -115,7 +115,8 @@ def list_runs(request: HttpRequest, params: Query[ListParams]):
 
 @router.get("/{run_id}", response={200: RunDetailOut, **READS_A_RUN})
 def get_run(request: HttpRequest, run_id: RowId):
-    """The run, with its time limit and, while queued, its place in its GPU type's queue."""
+    """The run, with its time limit, while queued its place in its GPU type's queue, and its
+    re-grade (`grade`: status, times, speedups, whether it counts, the reasons when held)."""
     run = _visible_run(request, run_id)
     return run if run is not None else _not_found(run_id)
 

@@ -5,6 +5,7 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from webapp.leaderboard.schemas import GradeOut
 from webapp.work_kinds import RUN
 
 
@@ -44,13 +45,19 @@ class RunOut(Schema):
 
 
 class RunDetailOut(RunOut):
-    """One run, with where it stands in its GPU type's run queue."""
+    """One run, with where it stands in its GPU type's run queue and its re-grade."""
 
     time_limit_s: int = Field(
         0, description="a run still running this long after it started is stopped"
     )
     queue_position: int | None = Field(
         None, description="while queued: 1 for the next run a worker of its GPU type takes"
+    )
+
+    grade: GradeOut | None = Field(
+        None,
+        description="the re-grade of its best verified candidate: the result that counts; "
+        "null for a run that ended without one",
     )
 
     @staticmethod
@@ -60,6 +67,10 @@ class RunDetailOut(RunOut):
     @staticmethod
     def resolve_queue_position(run) -> int | None:
         return run.queue_position()
+
+    @staticmethod
+    def resolve_grade(run):
+        return getattr(run, "grade", None)  # the reverse one-to-one raises when there is none
 
 
 class TraceEventOut(Schema):
