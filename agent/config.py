@@ -47,6 +47,14 @@ class ConfigError(ValueError):
     """An agents file or environment that cannot give a working configuration."""
 
 
+class MissingApiKey(ConfigError):
+    """The agent takes an API key and its variable is unset here: the operator has no key."""
+
+    def __init__(self, agent: str, variable: str):
+        self.agent, self.variable = agent, variable
+        super().__init__(f"agent {agent!r} needs its API key in ${variable}")
+
+
 @dataclass(frozen=True)
 class Budget:
     """When a run stops. 0 means no limit (except max_turns, which is always on)."""
@@ -96,8 +104,12 @@ class AgentConfig:
             return "EMPTY"  # vLLM without --api-key accepts any key; the SDK insists on one
         key = environ.get(self.api_key_env, "")
         if not key:
-            raise ConfigError(f"agent {self.name!r} needs its API key in ${self.api_key_env}")
+            raise MissingApiKey(self.name, self.api_key_env)
         return key
+
+    def operator_key_set(self, environ: Mapping[str, str] = os.environ) -> bool:
+        """Whether this process has the operator's key (true for an agent that takes none)."""
+        return not self.api_key_env or bool(environ.get(self.api_key_env))
 
     def identity(self) -> dict:
         """What a leaderboard row is keyed on: everything that changes the agent's behaviour."""

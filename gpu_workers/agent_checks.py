@@ -13,7 +13,14 @@ import logging
 
 from django.utils import timezone
 
-from agent.config import MODEL_BACKENDS, ConfigError, agents_file, load_agent, load_agents
+from agent.config import (
+    MODEL_BACKENDS,
+    ConfigError,
+    MissingApiKey,
+    agents_file,
+    load_agent,
+    load_agents,
+)
 from agent.preflight import CheckReport, check_agent
 from webapp.runs.models import AgentHealth, HealthLevel
 
@@ -46,7 +53,10 @@ def check_agents(names: list[str] | None = None, worker: str = "") -> dict[str, 
 def _check(name: str) -> tuple[str, str, dict]:
     try:
         report = check_agent(load_agent(name), timeout_s=TIMEOUT_S, max_tokens=MAX_TOKENS)
-    except ConfigError as error:  # e.g. no operator key: people with their own may still run it
+    except MissingApiKey as error:  # people with their own key may still run it
+        summary = f"not checked: no operator key (${error.variable} is not set on the workers)"
+        return HealthLevel.UNUSABLE, summary, dict(AgentHealth.NO_OPERATOR_KEY)
+    except ConfigError as error:
         return HealthLevel.UNUSABLE, f"not checked: {error}", {}
     except Exception as error:  # a check must never take the worker down
         log.warning("checking agent %s failed", name, exc_info=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import traceback
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -18,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent.backend_choice import make_backend
-from agent.config import load_agent
+from agent.config import MissingApiKey, load_agent
 from agent.loop import Agent, RunResult
 from agent.submission import submission_backend, submission_config
 from gpu_workers.harness import settings as harness_settings
@@ -57,15 +56,35 @@ def run(run_id: int, worker: str) -> str:
         with Heartbeat(run.pk, settings.RUN_HEARTBEAT_S):
             result = _run_agent(run)
     except Exception as exc:  # a workspace, config or harness failure: the run ends, with why
-        log.exception("run %s failed", run_id)
-        detail = f"the worker could not run the agent: {exc}"
-        if isinstance(exc, SoftTimeLimitExceeded):  # the agent's own budget did not end it
-            detail = RUN.limit_reached()
+        log.exception("run %s failed", run_id)  # the traceback is for the logs, not the page
+        detail = failure_detail(run, exc)
         gpu_seconds = gpu_lock.held_seconds() - gpu_held_before
-        _finish(run, None, detail + "\n" + traceback.format_exc(limit=5), gpu_seconds)
+        _finish(run, None, detail, gpu_seconds)
         return detail
     gpu_seconds = gpu_lock.held_seconds() - gpu_held_before
     return _finish(run, result, result.detail, gpu_seconds)
+
+
+def failure_detail(run: Run, exc: Exception) -> str:
+    """The run's error for a failure outside the agent's own loop: one line that names the fix
+    where the person or the operator has one; the traceback stays in the worker's log."""
+    if isinstance(exc, SoftTimeLimitExceeded):  # the agent's own budget did not end it
+        return RUN.limit_reached()
+    if isinstance(exc, MissingApiKey):  # e.g. the person removed their key while it was queued
+        return model_keys.missing_key_message(run.agent, exc.variable)
+    if isinstance(exc, model_keys.UnusableModelKey):
+        return str(exc)
+    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"the worker could not run the agent: {first_line}"
+
+
+def _shown(run: Run, detail: str) -> str:
+    """What the run's page and API show of the agent's ending: a crash's detail is a traceback,
+    of which its last line (the exception) is shown and the whole goes to the worker's log."""
+    if "Traceback (most recent call last)" not in detail:
+        return detail
+    log.error("run %s: the agent crashed\n%s", run.pk, detail)
+    return detail.strip().splitlines()[-1]
 
 
 def _run_agent(run: Run) -> RunResult:
@@ -109,7 +128,7 @@ def _finish(run: Run, result: RunResult | None, detail: str, gpu_seconds: float)
             status = RunStatus.SUCCEEDED if best_id is not None else RunStatus.FAILED
         error = "" if status == RunStatus.SUCCEEDED else detail
         if status == RunStatus.FAILED and result is not None:
-            error = f"no verified candidate ({result.status}): {detail}".strip()
+            error = f"no verified candidate ({result.status}): {_shown(run, detail)}".strip()
         Run.objects.filter(pk=run.pk).update(
             status=status, error=error, finished=timezone.now(), gpu_seconds=gpu_seconds
         )

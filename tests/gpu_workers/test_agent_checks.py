@@ -47,7 +47,8 @@ def test_every_model_agent_is_checked_and_its_health_stored(agents, chat_server)
     served, gone, keyed = (AgentHealth.objects.get(agent=n) for n in ("served", "gone", "keyed"))
     assert served.report["context_length"] == 8192 and served.worker == "host-a:1"
     assert "cannot reach" in gone.summary and "connection refused" in gone.summary
-    assert "$KEYED_KEY_NOT_SET" in keyed.summary
+    assert "$KEYED_KEY_NOT_SET" in keyed.summary and keyed.operator_key_missing
+    assert not served.operator_key_missing and not gone.operator_key_missing
     assert not AgentHealth.objects.filter(agent="fusion").exists()
 
 

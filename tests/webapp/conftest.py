@@ -115,6 +115,19 @@ def api_client(user: User) -> Client:
 
 
 @pytest.fixture
+def agents_file(tmp_path, monkeypatch):
+    """Makes an agents file of the given TOML the one every agent lookup reads."""
+
+    def write(toml: str):
+        path = tmp_path / "agents.toml"
+        path.write_text(toml)
+        monkeypatch.setenv("KERNELARENA_AGENTS_FILE", str(path))
+        return path
+
+    return write
+
+
+@pytest.fixture
 def relu_scale() -> str:
     return problem_source("relu_scale")
 

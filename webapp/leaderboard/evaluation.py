@@ -39,7 +39,7 @@ def start_evaluation(
             "import the suite's folder with import_suite first"
         )
     owner = service_account()
-    agent_readiness.refuse_if_failing(agent, owner)  # else every run would fail at once
+    agent_readiness.refuse_if_unavailable(agent, owner)  # else every run would fail at once
     with transaction.atomic():
         evaluation = Evaluation.objects.create(
             suite=suite,

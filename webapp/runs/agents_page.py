@@ -15,7 +15,7 @@ from webapp.runs.agent_readiness import agent_rows
 
 @staff_member_required
 def agents_page(request: HttpRequest) -> HttpResponse:
-    rows = agent_rows()
+    rows = agent_rows(request.user)
     if request.method == "POST":
         checkable = [row.name for row in rows if row.backend in MODEL_BACKENDS]
         asked = request.POST.get("agent")

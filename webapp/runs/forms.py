@@ -17,14 +17,16 @@ def default_agent(agents: list[str]) -> str:
 
 
 class OptimizeForm(forms.Form):
-    """What a run starts with. The values are checked by lifecycle.start_run (BadRunOption),
-    so the fields are plain text with the known values offered as selects."""
+    """What a run starts with. The values are checked by lifecycle.start_run (BadRunOption,
+    AgentNotReady), so the fields are plain text with the known values offered as selects; an
+    agent that cannot run for the person now (`unavailable`, agent_readiness) stays offered,
+    marked with why, so that choosing it shows the whole reason and its fix."""
 
     agent = forms.CharField(max_length=100)
     gpu_type = forms.CharField(max_length=40, label="GPU type")
     protocol = forms.CharField(max_length=40)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, unavailable: dict | None = None, **kwargs):
         agents, gpu_types, protocols = (
             choices.agent_names(),
             choices.gpu_types(),
@@ -35,9 +37,15 @@ class OptimizeForm(forms.Form):
             {"agent": default_agent(agents), "gpu_type": gpu_types[0], "protocol": protocols[0]},
         )
         super().__init__(*args, **kwargs)
-        for name, values in (("agent", agents), ("gpu_type", gpu_types), ("protocol", protocols)):
+        self.unavailable = unavailable or {}
+        for name, values in (("gpu_type", gpu_types), ("protocol", protocols)):
             self.fields[name].widget = forms.Select(choices=[(v, v) for v in values])
+        self.fields["agent"].widget = forms.Select(choices=[(a, self._label(a)) for a in agents])
         self.fusion_available = "fusion" in agents
+
+    def _label(self, agent: str) -> str:
+        why = self.unavailable.get(agent)
+        return agent if why is None else f"{agent} (unavailable: {why.short})"
 
 
 class MultipleFileInput(forms.ClearableFileInput):

@@ -54,7 +54,7 @@ def start_run(owner, problem: Problem, agent: str, gpu_type: str, protocol: str)
     check_option("agent", agent, choices.agent_names())
     _check_options(gpu_type, protocol)
     _check_valid(problem)
-    agent_readiness.refuse_if_failing(agent, owner)
+    agent_readiness.refuse_if_unavailable(agent, owner)
     return _create_run(owner, problem=problem, agent=agent, gpu_type=gpu_type, protocol=protocol)
 
 

@@ -6,6 +6,8 @@ known key and searches every artifact: tests/gpu_workers/test_model_keys_leak.py
 
 from __future__ import annotations
 
+from django.urls import reverse
+
 from agent.config import agents_file, load_agents
 from webapp.errors import Unprocessable
 from webapp.runs.models import ModelKey, Run
@@ -26,6 +28,20 @@ class UnusableModelKey(Exception):
 def agents_taking_keys() -> list[str]:
     """The agents whose configuration names an API key (frontier APIs, a vLLM with --api-key)."""
     return sorted(name for name, config in load_agents(agents_file()).items() if config.api_key_env)
+
+
+def model_keys_url() -> str:
+    return reverse("model_keys")
+
+
+def missing_key_message(agent: str, variable: str) -> str:
+    """Why a run of an agent that takes a key cannot start, with both fixes: the person's own
+    (the Model keys page) and the operator's (the workers' variable)."""
+    return (
+        f"agent {agent!r} needs an API key and none is saved for you: save yours on the "
+        f"Model keys page ({model_keys_url()}), or ask the operator to set ${variable} "
+        "on the workers"
+    )
 
 
 def save_key(owner, agent: str, key: str) -> ModelKey:
@@ -65,5 +81,5 @@ def key_for_run(run: Run) -> str | None:
     except UnreadableSecret as error:
         raise UnusableModelKey(
             f"your saved API key for agent {run.agent!r} cannot be read ({error}): "
-            "save it again on the Model keys page"
+            f"save it again on the Model keys page ({model_keys_url()})"
         ) from error

@@ -234,5 +234,13 @@ class AgentHealth(models.Model):
     checked = models.DateTimeField()
     worker = models.CharField(max_length=200, blank=True)
 
+    # The report of a check that could not run because the worker has no operator key for the
+    # agent: runs of people without their own key are refused (webapp.runs.agent_readiness).
+    NO_OPERATOR_KEY = {"operator_key": False}
+
     def __str__(self) -> str:
         return f"{self.agent}: {self.level}"
+
+    @property
+    def operator_key_missing(self) -> bool:
+        return self.report.get("operator_key") is False

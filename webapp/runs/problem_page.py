@@ -14,6 +14,7 @@ from webapp.highlight import highlight
 from webapp.problems import validation
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs import lifecycle
+from webapp.runs.agent_readiness import unavailable_agents
 from webapp.runs.forms import OptimizeForm, SubmissionForm
 from webapp.runs.models import Run
 from webapp.runs.submission import MAX_FILE_BYTES, MAX_FILES, files_from_uploads
@@ -33,7 +34,7 @@ def _visible_problem(request: HttpRequest, problem_id: int) -> Problem:
 
 def problem_detail(request: HttpRequest, problem_id: int) -> HttpResponse:
     problem = _visible_problem(request, problem_id)
-    return _render_detail(request, problem, OptimizeForm())
+    return _render_detail(request, problem, _optimize_form(request))
 
 
 @login_required
@@ -41,7 +42,7 @@ def problem_optimize(request: HttpRequest, problem_id: int) -> HttpResponse:
     problem = _visible_problem(request, problem_id)
     if request.method != "POST":  # e.g. back here after logging in
         return redirect("problem_detail", problem.pk)
-    form = OptimizeForm(request.POST)
+    form = _optimize_form(request, request.POST)
     if form.is_valid():
         options = form.cleaned_data
         try:
@@ -96,12 +97,17 @@ def _render_detail(
         "validation": _validation_progress(problem),
         "intensity": intensity,
         "runs": runs[:100],
-        "form": form or OptimizeForm(),
+        "form": form or _optimize_form(request),
         "submission_form": submission_form or SubmissionForm(),
         "max_file_kib": MAX_FILE_BYTES // 1024,
         "max_files": MAX_FILES,
     }
     return render(request, "problems/detail.html", context, status=status)
+
+
+def _optimize_form(request: HttpRequest, data=None) -> OptimizeForm:
+    """The run form, its agents marked where this person cannot run them now."""
+    return OptimizeForm(data, unavailable=unavailable_agents(request.user))
 
 
 def _validation_progress(problem: Problem) -> dict:

@@ -20,14 +20,14 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def agents(tmp_path, monkeypatch):
-    path = tmp_path / "agents.toml"
-    path.write_text(
+def agents(agents_file, monkeypatch):
+    agents_file(
         '[agents.served]\nbackend = "openai"\nmodel = "m"\nbase_url = "http://127.0.0.1:1/v1"\n'
         'api_key_env = "SERVED_KEY"\n'
         '[agents.fusion]\nbackend = "fusion"\n'
     )
-    monkeypatch.setenv("KERNELARENA_AGENTS_FILE", str(path))
+    # The operator's key: these tests are about checks (test_agent_needs_a_key.py: about keys).
+    monkeypatch.setenv("SERVED_KEY", "sk-operator-key")
 
 
 def health(level: str, summary: str = "endpoint: cannot reach it", **report) -> AgentHealth:

@@ -15,14 +15,12 @@ KEY = "sk-proj-0123456789abcdefWXYZ"
 
 
 @pytest.fixture(autouse=True)
-def agents(tmp_path, monkeypatch):
-    path = tmp_path / "agents.toml"
-    path.write_text(
+def agents(agents_file):
+    agents_file(
         '[agents.frontier]\nbackend = "openai"\nmodel = "m"\nbase_url = "http://127.0.0.1:1/v1"\n'
         'api_key_env = "FRONTIER_KEY"\n\n'
         '[agents.local]\nbackend = "openai"\nmodel = "m"\nbase_url = "http://127.0.0.1:1/v1"\n'
     )
-    monkeypatch.setenv("KERNELARENA_AGENTS_FILE", str(path))
 
 
 def put_key(user, agent: str, key: str):
