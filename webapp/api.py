@@ -19,11 +19,19 @@ from webapp.runs.api import model_keys_router, problem_submissions
 from webapp.runs.api import router as runs_router
 from webapp.suites.api import router as suites_router
 
-api = NinjaAPI(
-    title="KernelArena",
-    description="Upload PyTorch ops and have agents turn them into verified, faster kernels.",
-    auth=API_AUTH,
-)
+DESCRIPTION = """Upload PyTorch ops and have agents turn them into verified, faster kernels.
+
+Authenticate with `Authorization: Bearer <token>` (create one under **API tokens**).
+
+**Live trace.** `ws://HOST/ws/runs/{run_id}/?after=SEQ` streams a run's events as
+`{"type": "event", "event": {seq, at, kind, payload}}` frames: the saved events after SEQ, then
+live ones, each once and in order. Send the bearer token; no `Origin` header is needed (a
+browser's session cookie works only from this site's pages). After the run's last event (status
+`ended`) the server closes the socket with 1000; 4404 is a run you cannot see, 4400 a bad
+`after`. `GET /api/runs/{run_id}/events?after=SEQ` returns the same events by polling. The
+README has a complete client for each."""
+
+api = NinjaAPI(title="KernelArena", description=DESCRIPTION, auth=API_AUTH)
 api.add_router("/problems", problems_router)
 api.add_router("/problems", problem_submissions)
 api.add_router("/runs", runs_router)

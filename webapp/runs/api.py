@@ -139,7 +139,8 @@ def cancel(request: HttpRequest, run_id: RowId):
 @router.get("/{run_id}/events", response={200: list[TraceEventOut], **READS_A_RUN})
 def list_events(request: HttpRequest, run_id: RowId, params: Query[EventParams]):
     """The run's trace in order, from the first event after `after` (resume with the last seq
-    you saw)."""
+    you saw); the last is the status event with state `ended`. The websocket
+    /ws/runs/{run_id}/?after=SEQ streams the same events live (see the description above)."""
     run = _visible_run(request, run_id)
     if run is None:
         return _not_found(run_id)

@@ -250,3 +250,10 @@ def test_a_handshake_without_a_valid_token_needs_the_sites_origin(alice, relu_sc
         await socket.disconnect(timeout=WAIT_S)
 
     async_to_sync(scenario)()
+
+
+def test_the_api_docs_describe_the_websocket_and_its_token_auth(client):
+    described = client.get("/api/openapi.json").json()["info"]["description"]
+    assert "/ws/runs/{run_id}/?after=SEQ" in described
+    assert "no `Origin` header is needed" in described
+    assert "closes the socket with 1000" in described
