@@ -1,7 +1,7 @@
-"""Runs of an agent whose last check failed are refused with its findings (API 409, a form error
-on the page, a suite evaluation's command); a warning or no check refuses nothing; a refused key
-does not stop a person who saved their own. Staff see every agent's health and can ask for a
-check; nobody else can."""
+"""An agent whose last check failed is marked on the run form, and its runs are refused with its
+findings (API 409, a form error on the page, a suite evaluation's command); a warning or no
+check refuses nothing; a refused key does not stop a person who saved their own. Staff see every
+agent's health and can ask for a check; nobody else can."""
 
 from __future__ import annotations
 
@@ -78,6 +78,8 @@ def test_the_page_shows_the_refusal_on_its_form(alice, relu_scale):
         {"agent": "served", "gpu_type": "cpu", "protocol": "loose"},
     )
     assert answer.status_code == 409 and "is not served" in answer.content.decode()
+    form = page.get(f"/problems/{problem.pk}/").content.decode()
+    assert "served (unavailable: its check failed)" in form and "is not served" in form
 
 
 def test_a_suite_evaluation_of_a_failing_agent_is_refused(alice, relu_scale):
