@@ -25,6 +25,7 @@ from gpu_workers.harness.judge import environment, gpu_lock, protocol
 from gpu_workers.harness.session import Session
 from gpu_workers.harness.vocabulary import device_for
 from gpu_workers.heartbeat import Heartbeat
+from gpu_workers.shown_errors import without_traceback
 from gpu_workers.trace_recorder import TraceRecorder
 from webapp.leaderboard.grading import enqueue_regrade
 from webapp.runs import model_keys
@@ -78,15 +79,6 @@ def failure_detail(run: Run, exc: Exception) -> str:
     return f"the worker could not run the agent: {first_line}"
 
 
-def _shown(run: Run, detail: str) -> str:
-    """What the run's page and API show of the agent's ending: a crash's detail is a traceback,
-    of which its last line (the exception) is shown and the whole goes to the worker's log."""
-    if "Traceback (most recent call last)" not in detail:
-        return detail
-    log.error("run %s: the agent crashed\n%s", run.pk, detail)
-    return detail.strip().splitlines()[-1]
-
-
 def _run_agent(run: Run) -> RunResult:
     if run.kind == RunKind.SUBMISSION:
         config, backend = submission_config(), submission_backend(run.submitted_sources)
@@ -113,6 +105,7 @@ def _run_agent(run: Run) -> RunResult:
 
 
 def _finish(run: Run, result: RunResult | None, detail: str, gpu_seconds: float) -> str:
+    detail = without_traceback(detail, run.pk)
     with transaction.atomic():
         # Locked so that a cancel arriving now is either seen here or refused there. The best is
         # the one the recorder stored, ranked across attempts (result.best knows only this one).
@@ -128,7 +121,7 @@ def _finish(run: Run, result: RunResult | None, detail: str, gpu_seconds: float)
             status = RunStatus.SUCCEEDED if best_id is not None else RunStatus.FAILED
         error = "" if status == RunStatus.SUCCEEDED else detail
         if status == RunStatus.FAILED and result is not None:
-            error = f"no verified candidate ({result.status}): {_shown(run, detail)}".strip()
+            error = f"no verified candidate ({result.status}): {detail}".strip()
         Run.objects.filter(pk=run.pk).update(
             status=status, error=error, finished=timezone.now(), gpu_seconds=gpu_seconds
         )

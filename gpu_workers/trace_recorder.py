@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from agent.candidates import beats
+from gpu_workers.shown_errors import without_traceback
 from webapp.runs.models import Candidate, Run, RunStatus
 from webapp.runs.trace import record_event
 
@@ -41,6 +42,10 @@ class TraceRecorder:
     def __call__(self, event: dict) -> None:
         kind, payload = event["kind"], json_safe(event["payload"])
         sources, usage = payload.pop("sources", {}), payload.pop("usage", None)
+        if kind in ("error", "status"):  # a crash's traceback: for the log, not the trace
+            for key in ("message", "detail"):
+                if isinstance(payload.get(key), str):
+                    payload[key] = without_traceback(payload[key], self.run.pk)
         with transaction.atomic():
             if kind == "candidate":
                 payload["seq"] = self._save_candidate(payload, sources)

@@ -28,7 +28,7 @@ class AgentNotReady(Conflict):
 class Unavailable:
     """Why an agent cannot run for a person now."""
 
-    short: str  # for a list: "no API key", "check failed"
+    short: str  # for a list: "needs your API key", "its check failed"
     reason: str  # the whole refusal, naming the fix
     fix_url: str = ""  # the page where the person can fix it themselves, if any
 
