@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from ninja import Field, Schema
 
@@ -128,6 +129,12 @@ class GradeOut(Schema):
     graded: datetime | None = Field(..., description="when the re-grade ended")
     queue_position: int | None = Field(
         ..., description="while pending: 1 for the next re-grade of its GPU type"
+    )
+    agreement: dict[str, Any] = Field(
+        ...,
+        description="the run's own figures beside the re-grade's: limit (the protocol's "
+        "repeatability, slower over faster), run, regrade (each measurement), agrees; empty "
+        "where there was nothing to compare. A re-grade that does not agree is held",
     )
 
     @staticmethod

@@ -50,6 +50,11 @@ class RunDetailOut(RunOut):
     time_limit_s: int = Field(
         0, description="a run still running this long after it started is stopped"
     )
+    outcome: str = Field(
+        "",
+        description="its status as the pages show it: the status, or 'finished: nothing "
+        "faster' for a succeeded run whose counted best is slower than eager",
+    )
     queue_position: int | None = Field(
         None, description="while queued: 1 for the next run a worker of its GPU type takes"
     )
@@ -59,6 +64,10 @@ class RunDetailOut(RunOut):
         description="the re-grade of its best verified candidate: the result that counts; "
         "null for a run that ended without one",
     )
+
+    @staticmethod
+    def resolve_outcome(run) -> str:
+        return run.outcome
 
     @staticmethod
     def resolve_time_limit_s(run) -> int:

@@ -55,9 +55,25 @@ def test_a_ranked_regrade_counts_with_its_own_numbers(alice, relu_scale):
 
 
 def test_a_held_regrade_does_not_count_and_says_why(alice, relu_scale):
-    run = graded_run(alice, relu_scale, GradeStatus.UNDER_REVIEW, reasons=[HELD])
+    apart = {
+        "limit": 1.5,
+        "run": {"candidate_ms": 0.1, "speedup_vs_eager": 1.43, "speedup_vs_compile": 1.1},
+        "regrade": [{"candidate_ms": 0.39, "speedup_vs_eager": 0.37, "speedup_vs_compile": 0.3}],
+        "agrees": False,
+    }
+    run = graded_run(alice, relu_scale, GradeStatus.UNDER_REVIEW, reasons=[HELD], agreement=apart)
     grade = grade_of(alice, run)
     assert (grade["status"], grade["counts"], grade["reasons"]) == ("under_review", False, [HELD])
+    assert grade["agreement"] == apart  # both figures, for a client as for the page
+
+
+def test_a_run_that_found_nothing_faster_than_eager_says_so(alice, relu_scale):
+    run = graded_run(alice, relu_scale, GradeStatus.RANKED, speedup_vs_eager=0.5)
+    answer = api_client(alice).get(f"/api/runs/{run.pk}").json()
+    assert (answer["status"], answer["outcome"]) == ("succeeded", "finished: nothing faster")
+    another = relu_scale + "\n# another problem\n"
+    faster = graded_run(alice, another, GradeStatus.RANKED, speedup_vs_eager=2.0)
+    assert api_client(alice).get(f"/api/runs/{faster.pk}").json()["outcome"] == "succeeded"
 
 
 def test_a_pending_regrade_has_its_place_in_the_queue(alice, relu_scale):
