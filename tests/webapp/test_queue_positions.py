@@ -55,7 +55,10 @@ def test_a_validating_problem_shows_how_long_of_its_limit_it_has_run(alice, relu
         status=ProblemStatus.VALIDATING, validation_started=started
     )
     queue = page(alice, f"/problems/{problem.pk}/").split('id="validation-queue"')[1]
-    assert "60 min</strong>; validating for 4 min." in queue.split("</p>")[0]
+    shown = queue.split("</p>")[0]
+    # the minutes as rendered, in the element the page's script counts on from (data-seconds)
+    assert '60 min</strong>; validating for <span data-field="validating-for"' in shown
+    assert ">4 min</span>." in shown
     body = api_client(alice).get(f"/api/problems/{problem.pk}").json()
     assert (body["queue_position"], body["validation_time_limit_s"]) == (None, 3600)
 
