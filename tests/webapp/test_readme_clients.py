@@ -68,6 +68,8 @@ def test_the_readme_clients_follow_a_run_to_its_end(stack, alice, charlie, relu_
     for code, lines, err in (watched, polled):
         assert code == 0, f"{err[-3000:]}\n{stack.logs()}"
         assert lines[-1] == "run ended: succeeded"
+    # the same events, printed alike (keys sorted: PostgreSQL's jsonb keeps its own key order,
+    # the channel layer the worker's)
     assert watched[1] == polled[1]
     status, events = stack.api("GET", f"/api/runs/{run['id']}/events?limit=1000", token)
     assert [int(line.split()[0]) for line in watched[1][:-1]] == [e["seq"] for e in events]
