@@ -5,7 +5,6 @@ from typing import Any
 
 from ninja import Field, Schema
 
-from webapp.leaderboard.schemas import GradeOut
 from webapp.work_kinds import RUN
 
 
@@ -42,6 +41,53 @@ class RunOut(Schema):
     @staticmethod
     def resolve_best_candidate(run) -> int | None:
         return run.best_candidate.seq if run.best_candidate_id else None
+
+
+class GradeOut(Schema):
+    """A run's re-grade: its best verified candidate verified again on secret seeds and timed
+    in a fresh sandboxed process, holding the GPU lock. Only a ranked re-grade counts on a board;
+    the times and speedups are the re-grade's own (medians after an L2 flush)."""
+
+    status: str = Field(
+        ..., description="pending (waiting for a worker), ranked (it counts) or under_review"
+    )
+    counts: bool = Field(..., description="whether this result counts on the suite boards")
+    reasons: list[str] = Field(..., description="why it is held for review; empty otherwise")
+    candidate: int = Field(..., description="the seq of the candidate re-graded")
+    candidate_ms: float | None = Field(..., description="the candidate's median time, ms")
+    eager_ms: float | None = Field(..., description="eager PyTorch's median time, ms")
+    compile_ms: float | None = Field(..., description="torch.compile (default mode), ms")
+    compile_max_autotune_ms: float | None = Field(
+        ..., description="torch.compile (max-autotune), ms"
+    )
+    speedup_vs_eager: float | None = Field(..., description="eager_ms / candidate_ms")
+    speedup_vs_compile: float | None = Field(..., description="compile_ms / candidate_ms")
+    sol_ms: float | None = Field(..., description="the speed-of-light floor, ms")
+    sol_fraction: float | None = Field(..., description="sol_ms / candidate_ms (1 = the floor)")
+    max_rel_err: float | None = Field(..., description="largest relative error on the seeds")
+    secret_seeds: int = Field(..., description="how many secret seeds it was verified on")
+    graded: datetime | None = Field(..., description="when the re-grade ended")
+    queue_position: int | None = Field(
+        ..., description="while pending: 1 for the next re-grade of its GPU type"
+    )
+    agreement: dict[str, Any] = Field(
+        ...,
+        description="the run's own figures beside the re-grade's: limit (the protocol's "
+        "repeatability, slower over faster), run, regrade (each measurement), agrees; empty "
+        "where there was nothing to compare. A re-grade that does not agree is held",
+    )
+
+    @staticmethod
+    def resolve_counts(grade) -> bool:
+        return grade.status == "ranked"  # GradeStatus.RANKED: the board sits above runs
+
+    @staticmethod
+    def resolve_candidate(grade) -> int:
+        return grade.candidate.seq
+
+    @staticmethod
+    def resolve_queue_position(grade) -> int | None:
+        return grade.queue_position()
 
 
 class RunDetailOut(RunOut):
