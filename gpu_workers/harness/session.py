@@ -224,7 +224,7 @@ class Session:
                     return verdict, None
                 with phases("timing"):
                     measured = profile_mod.time_candidate(judge, reference, candidate, alone)
-                clock_record.append(self._measured_what(), self.device, measured)
+                clock_record.append(self._measured_what, self.device, measured)
             finally:
                 with phases("candidate stop"):
                     runner.close()

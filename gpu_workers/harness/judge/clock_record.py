@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from gpu_workers.harness.judge.judge import Batches
@@ -24,14 +25,15 @@ def batches_record(batches: Batches) -> dict:
     return {"times_ms": batches.times_ms, "walls_ms": batches.walls_ms}
 
 
-def append(what: dict, device: str, measured) -> None:
+def append(what: Callable[[], dict], device: str, measured) -> None:
     """Appends one measurement (profile.Measurement with its batches) where the environment
-    asks for it; `what` says which candidate and problem it was."""
+    asks for it; `what()` says which candidate and problem it was (asked only then: it reads
+    and hashes the sources, which no judged step should pay for nothing)."""
     target = os.environ.get(CLOCK_RECORD_ENV)
     if not target or measured.batches is None:
         return
     record = {
-        **what,
+        **what(),
         # pytest names the running test in its process's environment: the candidate's name
         "context": os.environ.get("PYTEST_CURRENT_TEST", ""),
         "device": device,
