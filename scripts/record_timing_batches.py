@@ -52,6 +52,8 @@ def margins(records_path: str) -> None:
     """One line per measurement: its bounds' margins (negative: over the bound), closest first."""
     rows = []
     for r in _read(Path(records_path)):
+        if not r["candidate_batches"]["walls_ms"] or not r["eager_batches"]["walls_ms"]:
+            continue  # nothing was timed (the candidate failed its first timed call)
         check = profile_mod.clock_check(
             _batches(r["candidate_batches"]), _batches(r["eager_batches"]), r["device"]
         )

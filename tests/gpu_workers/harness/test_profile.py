@@ -21,6 +21,7 @@ from gpu_workers.harness.judge.judge import Batches
 from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.judge.shared_buffers import DeviceMemoryExhausted
 from gpu_workers.harness.judge.source_gate import Violation
+from gpu_workers.harness.session import MEASUREMENT_ATTEMPTS
 from tests.conftest import FIXTURES, problem_source
 from tests.gpu_workers.harness.evaluation import codes, evaluate, profile_past_the_gate
 
@@ -259,6 +260,52 @@ def test_a_forger_hiding_5_ms_a_call_is_caught_in_every_recorded_attempt():
         for candidate, eager in _recorded("forger_5ms")
     ]
     assert all(caught), caught
+
+
+# ---- recorded: tests/gpu's measurements on an H200 whose cores six workers kept busy ----
+_GPU_RECORDED = json.loads((FIXTURES / "timing" / "h200_tests_gpu_six_workers.json").read_text())[
+    "attempts"
+]
+
+
+def _gpu_attempts(kind: str) -> dict[str, list[profile_mod.ClockCheck]]:
+    """Each recorded test's measurement attempts of one kind, decided again, in order."""
+    tests: dict[str, list[profile_mod.ClockCheck]] = {}
+    for attempt in _GPU_RECORDED:
+        if attempt["kind"] == kind:
+            check = profile_mod.clock_check(
+                _replayed(attempt["candidate_batches"]),
+                _replayed(attempt["eager_batches"]),
+                "cuda",
+            )
+            tests.setdefault(attempt["test"], []).append(check)
+    return tests
+
+
+def test_every_recorded_attempt_of_a_kernel_hiding_work_is_caught_on_a_busy_gpu_host():
+    """Forged event times, flushes skipped, kernels left on side streams (0.13 ms up to 2 ms a
+    call): caught in every attempt, so never in the attempt a result is taken from."""
+    hiders = _gpu_attempts("hides_work")
+    assert len(hiders) == 4 and sum(map(len, hiders.values())) == 12
+    for test, checks in hiders.items():
+        assert not any(check.agrees for check in checks), test
+
+
+def test_every_recorded_honest_measurement_agrees_within_its_attempts_on_a_busy_gpu_host():
+    """Honest kernels, each measured in up to MEASUREMENT_ATTEMPTS fresh processes as the
+    session does: one attempt whose clock agrees is what a result is taken from."""
+    honest = _gpu_attempts("honest_timing")
+    assert len(honest) == 17
+    for test, checks in honest.items():
+        assert any(c.agrees for c in checks[:MEASUREMENT_ATTEMPTS]), (test, checks)
+    # known-bad: the cheapest calls held to the bounds' fixed part (the rule before these
+    # records) fail every attempt of row_sum, the honest kernel tests/gpu failed on
+    row_sum = honest[
+        "tests/gpu/test_cuda_harness.py::test_correct_kernels_verify_and_profile"
+        "[row_sum-good_row_sum]"
+    ]
+    assert len(row_sum) == 3
+    assert all(c.floor_gap_ms > c.fixed_ms for c in row_sum), row_sum
 
 
 # ---- drift: eager beside the candidate against eager alone, on a busy host ----
