@@ -286,9 +286,16 @@ def test_every_recorded_attempt_of_a_kernel_hiding_work_is_caught_on_a_busy_gpu_
     """Forged event times, flushes skipped, kernels left on side streams (0.13 ms up to 2 ms a
     call): caught in every attempt, so never in the attempt a result is taken from."""
     hiders = _gpu_attempts("hides_work")
-    assert len(hiders) == 4 and sum(map(len, hiders.values())) == 12
+    assert len(hiders) == 4 and sum(map(len, hiders.values())) == 14
     for test, checks in hiders.items():
         assert not any(check.agrees for check in checks), test
+    # known-bad: a floor of two deviations believed the side-stream kernel's fifth attempt
+    side_stream = hiders[
+        "tests/gpu/test_cuda_harness.py::test_work_on_another_stream_shows_as_a_wall_time_gap"
+    ]
+    fifth = side_stream[4]
+    assert fifth.gap_ms <= fifth.bound_ms
+    assert fifth.floor_gap_ms <= fifth.fixed_ms + 2 * fifth.noise_ms
 
 
 def test_every_recorded_honest_measurement_agrees_within_its_attempts_on_a_busy_gpu_host():
