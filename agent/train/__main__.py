@@ -1,0 +1,84 @@
+"""python -m agent.train sft --base MODEL --data FILE_OR_FOLDER [...] --output DIR [options]
+
+sft   rejection fine-tuning on trajectory files (agent/trajectory.py) or a suite's export:
+      keeps the runs whose best candidate verified and beat torch.compile by the protocol's
+      margin (reward 3), drops turns with invalid tool calls (--keep-invalid-calls keeps them),
+      trains full or LoRA (--lora-rank R) and writes a checkpoint with its model card.
+Exit 0 with the summary printed; 2 with one line when the input cannot be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from agent.train import chat_format
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agent.train")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sft = sub.add_parser("sft", help="rejection fine-tuning on trajectories")
+    sft.add_argument("--base", required=True, help="the model to start from (folder or hub id)")
+    sft.add_argument("--data", required=True, nargs="+", help="trajectory .jsonl files or folders")
+    sft.add_argument("--output", required=True, help="the checkpoint's folder")
+    sft.add_argument(
+        "--served-by",
+        choices=chat_format.SERVERS,
+        default="vllm",
+        help="the server whose rendering of a chat the model will see",
+    )
+    sft.add_argument("--epochs", type=float, default=3.0)
+    sft.add_argument("--learning-rate", type=float, default=2e-5)
+    sft.add_argument("--batch-size", type=int, default=1)
+    sft.add_argument("--gradient-accumulation", type=int, default=1)
+    sft.add_argument("--max-length", type=int, default=16384)
+    sft.add_argument("--lora-rank", type=int, default=0, help="0 (default): full fine-tuning")
+    sft.add_argument(
+        "--min-reward",
+        type=int,
+        default=3,
+        choices=(1, 2, 3),
+        help="the milestone a run's best candidate must reach (3: beats compile)",
+    )
+    sft.add_argument("--keep-invalid-calls", action="store_true")
+    sft.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    return _sft(args)
+
+
+def _sft(args) -> int:
+    from agent.train import sft
+    from agent.train.selection import select
+
+    plan = sft.SftPlan(
+        base=args.base,
+        data=args.data,
+        output=args.output,
+        served_by=args.served_by,
+        epochs=args.epochs,
+        learning_rate=args.learning_rate,
+        batch_size=args.batch_size,
+        gradient_accumulation=args.gradient_accumulation,
+        max_length=args.max_length,
+        lora_rank=args.lora_rank,
+        min_reward=args.min_reward,
+        drop_invalid_calls=not args.keep_invalid_calls,
+        seed=args.seed,
+    )
+    try:
+        records = sft.load_records(plan.data)
+        selection = select(records, plan.min_reward, plan.drop_invalid_calls)
+        print(f"trajectories: {len(records)} read, {selection.describe()}", flush=True)
+        summary = sft.train(plan, selection)
+    except (FileNotFoundError, ValueError, json.JSONDecodeError) as error:
+        print(f"agent.train sft: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps({k: summary[k] for k in ("steps", "first_loss", "last_loss", "seconds")}))
+    print(f"checkpoint: {plan.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
