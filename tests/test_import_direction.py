@@ -44,6 +44,7 @@ EXTRA_ALLOWED = {
     "webapp.leaderboard": AGENT_CONFIG,
     "agent.cli": ("gpu_workers.harness",),
     "agent.__main__": ("gpu_workers.harness",),
+    "agent.train.episodes": ("gpu_workers.harness",),  # a rollout runs in a Session, as cli's
     "gpu_workers": ("agent",),
 }
 

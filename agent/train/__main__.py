@@ -1,9 +1,12 @@
 """python -m agent.train sft --base MODEL --data FILE_OR_FOLDER [...] --output DIR [options]
+python -m agent.train grpo --base MODEL --problems EXPORT --output DIR [options]
 
 sft   rejection fine-tuning on trajectory files (agent/trajectory.py) or a suite's export:
       keeps the runs whose best candidate verified and beat torch.compile by the protocol's
       margin (reward 3), drops turns with invalid tool calls (--keep-invalid-calls keeps them),
       trains full or LoRA (--lora-rank R) and writes a checkpoint with its model card.
+grpo  GRPO over a suite export's problems: each rollout a whole agent episode through the loop and
+      the sandboxed harness (--device), rewarded with its best candidate's milestone reward.
 Exit 0 with the summary printed; 2 with one line when the input cannot be used.
 """
 
@@ -44,8 +47,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     sft.add_argument("--keep-invalid-calls", action="store_true")
     sft.add_argument("--seed", type=int, default=0)
+    grpo = sub.add_parser("grpo", help="GRPO with the harness's milestone reward")
+    grpo.add_argument("--base", required=True, help="the policy to start from (folder or hub id)")
+    grpo.add_argument("--problems", required=True, help="a suite export (export_dataset)")
+    grpo.add_argument("--output", required=True, help="the checkpoint's folder")
+    grpo.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    grpo.add_argument("--served-by", choices=chat_format.SERVERS, default="vllm")
+    grpo.add_argument("--max-turns", type=int, default=8)
+    grpo.add_argument("--max-new-tokens", type=int, default=1024)
+    grpo.add_argument("--num-generations", type=int, default=4)
+    grpo.add_argument("--steps", type=int, default=100)
+    grpo.add_argument("--learning-rate", type=float, default=1e-6)
+    grpo.add_argument("--temperature", type=float, default=1.0)
+    grpo.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    return _sft(args)
+    return _sft(args) if args.command == "sft" else _grpo(args)
+
+
+def _grpo(args) -> int:
+    from agent.train import grpo
+
+    options = {k: v for k, v in vars(args).items() if k != "command"}
+    plan = grpo.GrpoPlan(**options)
+    try:
+        summary = grpo.train(plan)
+    except (FileNotFoundError, ValueError, json.JSONDecodeError) as error:
+        print(f"agent.train grpo: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps({k: summary[k] for k in ("steps", "rollouts", "rewards", "seconds")}))
+    print(f"checkpoint: {plan.output}")
+    return 0
 
 
 def _sft(args) -> int:

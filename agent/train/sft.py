@@ -12,6 +12,7 @@ from pathlib import Path
 
 from agent.train import chat_format
 from agent.train.selection import Selection
+from agent.train.trainer_setup import load_policy, shared_arguments
 from agent.trajectory import read_trajectories
 
 PROVENANCE_FILE = "kernelarena_training.json"
@@ -63,30 +64,20 @@ def dataset_of(records: list[dict], tokenizer, served_by: str):
 def train(plan: SftPlan, selection: Selection) -> dict:
     """Trains on selection.kept and saves the checkpoint in plan.output; what was done."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     if not selection.kept:
         raise ValueError(f"nothing to train on: {selection.describe()}")
     torch.manual_seed(plan.seed)
-    tokenizer = AutoTokenizer.from_pretrained(plan.base)
-    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    model = AutoModelForCausalLM.from_pretrained(
-        plan.base, dtype=torch.bfloat16 if bf16 else torch.float32
-    )
+    model, tokenizer, bf16 = load_policy(plan.base)
     dataset = dataset_of(selection.kept, tokenizer, plan.served_by)
     config = SFTConfig(
-        output_dir=str(Path(plan.output) / "trainer"),
+        **shared_arguments(plan.output, plan.seed, bf16),
         num_train_epochs=plan.epochs,
         learning_rate=plan.learning_rate,
         per_device_train_batch_size=plan.batch_size,
         gradient_accumulation_steps=plan.gradient_accumulation,
         max_length=plan.max_length,
-        bf16=bf16,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        seed=plan.seed,
         **plan.extra,
     )
     trainer = SFTTrainer(

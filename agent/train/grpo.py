@@ -1,0 +1,161 @@
+"""GRPO over a suite's problems with TRL's GRPOTrainer, where a rollout is a whole agent episode
+(episodes.py): the policy, sampled in this process (policy_backend.py), works through the same
+loop, tools and sandboxed harness as any run, and the reward is the milestone reward of the
+episode's best candidate. TRL's `rollout_func` hands the trainer each episode as one sequence:
+the first prompt, then everything after it, with the model's own tokens marked (`env_mask`) so
+tool results are context, never learned. An episode the machine failed is retried once; failed
+again, its reward is withheld (None) and its tokens are all masked, so it moves no weight."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from agent.train import chat_format, episodes
+from agent.train.policy_backend import PolicyBackend
+from agent.train.trainer_setup import load_policy, shared_arguments
+
+HARNESS_ATTEMPTS = 2
+
+
+@dataclass
+class GrpoPlan:
+    base: str
+    problems: str  # a suite export's problems.jsonl (docs/synthesis.md)
+    output: str
+    device: str = "cuda"  # the harness's target
+    served_by: str = "vllm"
+    max_turns: int = 8
+    max_new_tokens: int = 1024
+    num_generations: int = 4
+    steps: int = 100
+    learning_rate: float = 1e-6
+    temperature: float = 1.0
+    seed: int = 0
+
+
+def load_problems(path: str) -> list[dict]:
+    file = Path(path)
+    if file.is_dir():
+        file = file / "problems.jsonl"
+    if not file.is_file():
+        raise FileNotFoundError(f"{file}: no such problems file (python manage.py export_dataset)")
+    problems = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+    if not problems:
+        raise ValueError(f"{file}: holds no problem")
+    return problems
+
+
+def sequences(episode: episodes.Episode, tokenizer, served_by: str) -> dict:
+    """The episode as prompt ids (up to the model's first token), completion ids, and env_mask
+    (1 on the model's tokens)."""
+    messages, tools = chat_format.served_messages(episode.record, served_by)
+    example = chat_format.tokenized(tokenizer, messages, tools)
+    ids, mask = example["input_ids"], example["assistant_masks"]
+    first = mask.index(1) if 1 in mask else len(ids)
+    env_mask = mask[first:] if not episode.harness_failed else [0] * (len(ids) - first)
+    return {"prompt_ids": ids[:first], "completion_ids": ids[first:], "env_mask": env_mask}
+
+
+def token_logprobs(model, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+    """The policy's log-probability of each completion token, as it sampled them."""
+    import torch
+
+    if not completion_ids:
+        return []
+    ids = torch.tensor([prompt_ids + completion_ids], device=model.device)
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
+    chosen = torch.tensor(completion_ids, device=model.device)
+    return torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None])[:, 0].tolist()
+
+
+def make_rollout(plan: GrpoPlan, problems: dict[str, dict], tokenizer, log: list):
+    def rollout(prompts: list, trainer) -> dict:
+        model = trainer.model_wrapped if hasattr(trainer, "model_wrapped") else trainer.model
+        model = getattr(model, "module", model)
+        backend = PolicyBackend(
+            model, tokenizer, plan.served_by, plan.max_new_tokens, plan.temperature
+        )
+        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
+        out["milestone_reward"] = []
+        for name in prompts:
+            episode = _episode(problems[name], backend, plan)
+            seq = sequences(episode, tokenizer, plan.served_by)
+            out["prompt_ids"].append(seq["prompt_ids"])
+            out["completion_ids"].append(seq["completion_ids"])
+            out["env_mask"].append(seq["env_mask"])
+            out["logprobs"].append(token_logprobs(model, seq["prompt_ids"], seq["completion_ids"]))
+            out["milestone_reward"].append(episodes.reward_of(episode))
+            log.append(
+                {
+                    "problem": name,
+                    "reward": episode.reward,
+                    "status": episode.record["status"],
+                    "harness_failed": episode.harness_failed,
+                    "at": time.time(),
+                }
+            )
+        return out
+
+    return rollout
+
+
+def _episode(problem: dict, backend, plan: GrpoPlan) -> episodes.Episode:
+    for _ in range(HARNESS_ATTEMPTS):
+        episode = episodes.run_episode(problem, backend, plan.device, plan.max_turns)
+        if not episode.harness_failed:
+            break
+    return episode
+
+
+def milestone_reward(prompts, completions, milestone_reward, **_) -> list[float | None]:
+    """The harness's reward of each rollout, as its episode earned it (None: withheld)."""
+    return list(milestone_reward)
+
+
+def train(plan: GrpoPlan) -> dict:
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    problems = {p["name"]: p for p in load_problems(plan.problems)}
+    model, tokenizer, bf16 = load_policy(plan.base)
+    tokenizer.padding_side = "left"
+    log: list[dict] = []
+    config = GRPOConfig(
+        **shared_arguments(plan.output, plan.seed, bf16),
+        max_steps=plan.steps,
+        learning_rate=plan.learning_rate,
+        num_generations=plan.num_generations,
+        per_device_train_batch_size=plan.num_generations,
+        max_completion_length=None,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=milestone_reward,
+        args=config,
+        train_dataset=Dataset.from_list([{"prompt": name} for name in problems]),
+        processing_class=tokenizer,
+        rollout_func=make_rollout(plan, problems, tokenizer, log),
+    )
+    started = time.monotonic()
+    result = trainer.train()
+    seconds = time.monotonic() - started
+    output = Path(plan.output)
+    output.mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(output)
+    tokenizer.save_pretrained(output)
+    summary = {
+        "kind": "grpo",
+        "plan": asdict(plan),
+        "steps": result.global_step,
+        "rollouts": len(log),
+        "rewards": [r["reward"] for r in log],
+        "harness_failures": sum(r["harness_failed"] for r in log),
+        "seconds": round(seconds, 1),
+        "rollouts_per_minute": round(60 * len(log) / seconds, 2) if seconds else None,
+    }
+    (output / "kernelarena_training.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

@@ -1,0 +1,70 @@
+"""GRPO (agent/train/grpo.py): rollouts are whole agent episodes through the real loop and the
+real cpu harness, rewarded by the harness; two real GRPO steps of a tiny random-weight model
+(served_model.py) over them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("gpu_workers.harness.session")
+
+from agent.backends.scripted import ScriptedBackend  # noqa: E402
+from agent.reward import FAILURE  # noqa: E402
+from agent.train import episodes, grpo  # noqa: E402
+from tests.agent import served_model as serving  # noqa: E402
+from tests.agent.conftest import FIXTURES, fixture_files  # noqa: E402
+
+RELU_SCALE = {"name": "relu_scale", "source": (FIXTURES / "problems" / "relu_scale.py").read_text()}
+
+
+def _scripted_episode(files: dict[str, str]) -> episodes.Episode:
+    actions = [{"tool": "write_file", "args": {"path": p, "content": t}} for p, t in files.items()]
+    actions += [{"tool": "verify"}, {"tool": "finish", "args": {"summary": "done"}}]
+    return episodes.run_episode(RELU_SCALE, ScriptedBackend(actions), "cpu", max_turns=10)
+
+
+def test_the_harness_rewards_a_known_good_episode_above_a_known_bad_one(good_relu_scale):
+    good = _scripted_episode(good_relu_scale)
+    # known-bad: the output never written (NaN or stale memory), which verify fails
+    bad = _scripted_episode(
+        fixture_files(FIXTURES / "candidates" / "cpu" / "bad_uninitialised_output")
+    )
+    assert not good.harness_failed and not bad.harness_failed
+    assert good.reward >= 1 and bad.reward == FAILURE
+    assert episodes.reward_of(good) > episodes.reward_of(bad)
+
+
+def test_an_episode_the_machine_failed_is_withheld_not_rewarded():
+    record = {"status": "finished", "candidates": [{"verify": {"failed_by": "infrastructure"}}]}
+    failed = episodes.Episode(record, FAILURE, episodes.harness_failed(record))
+    assert failed.harness_failed and episodes.reward_of(failed) is None
+    # known-bad beside it: the kernel's own failure is the model's, rewarded -1
+    record = {"status": "finished", "candidates": [{"verify": {"failed_by": "candidate"}}]}
+    own = episodes.Episode(record, FAILURE, episodes.harness_failed(record))
+    assert episodes.reward_of(own) == FAILURE
+
+
+def test_two_grpo_steps_over_episodes_the_harness_rewarded(tmp_path):
+    model = serving.build_tiny_model(tmp_path / "tiny")
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps(RELU_SCALE) + "\n")
+    plan = grpo.GrpoPlan(
+        base=str(model),
+        problems=str(problems),
+        output=str(tmp_path / "policy"),
+        device="cpu",
+        served_by="transformers",
+        max_turns=1,
+        max_new_tokens=24,
+        num_generations=2,
+        steps=2,
+        learning_rate=1e-4,
+    )
+    summary = grpo.train(plan)
+    assert summary["steps"] == 2 and summary["rollouts"] == 4
+    # a random model writes no tool call: each episode ended with no candidate, reward -1
+    assert summary["rewards"] == [FAILURE] * 4 and summary["harness_failures"] == 0
+    assert (tmp_path / "policy" / "config.json").is_file()
