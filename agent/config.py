@@ -98,6 +98,11 @@ class AgentConfig:
     backoff_s: float = 2.0  # first retry delay; doubles each retry
     max_backoff_s: float = 60.0
     script: str = ""  # scripted backend: the JSON action list (relative to the agents file)
+    # a checkpoint made by `python -m agent.train` that `model` serves (relative to the agents
+    # file); its provenance (`training`: method, base model, data, steps) is read from it and is
+    # part of the agent's identity, so a retrained model is a new row on the board
+    checkpoint: str = ""
+    training: dict = field(default_factory=dict)
 
     def api_key(self, environ: Mapping[str, str] = os.environ) -> str:
         if not self.api_key_env:
@@ -183,6 +188,7 @@ def agent_from_table(name: str, table: dict, base_dir: Path) -> AgentConfig:
     budget = _nested(name, "budget", Budget, table.pop("budget", {}))
     prices = _nested(name, "prices", Prices, table.pop("prices", {}))
     known = {f.name for f in dataclasses.fields(AgentConfig)} - {"name", "budget", "prices"}
+    known -= {"training"}  # read from the checkpoint, never written by hand
     unknown = set(table) - known
     if unknown:
         raise ConfigError(f"agent {name!r}: unknown keys {sorted(unknown)}")
@@ -197,7 +203,35 @@ def agent_from_table(name: str, table: dict, base_dir: Path) -> AgentConfig:
         return config  # the built-in compiler: no model, no endpoint
     if not config.model or not config.base_url:
         raise ConfigError(f"agent {name!r}: the {config.backend} backend needs model and base_url")
+    if config.checkpoint:
+        folder = (base_dir / config.checkpoint).resolve()
+        return dataclasses.replace(
+            config, checkpoint=str(folder), training=training_provenance(name, folder)
+        )
     return config
+
+
+TRAINING_RECORD = "kernelarena_training.json"  # written by agent/train beside the weights
+
+
+def training_provenance(name: str, folder: Path) -> dict:
+    """What a trained checkpoint was made from, as the board shows it."""
+    try:
+        record = json.loads((folder / TRAINING_RECORD).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError(
+            f"agent {name!r}: checkpoint {folder} has no readable {TRAINING_RECORD} "
+            f"(python -m agent.train writes it): {error}"
+        ) from error
+    plan = record.get("plan", {})
+    return {
+        "method": record.get("kind", ""),
+        "base": plan.get("base", ""),
+        "data": plan.get("data") or plan.get("problems", ""),
+        "trajectories": (record.get("data") or {}).get("kept"),
+        "rollouts": record.get("rollouts"),
+        "steps": record.get("steps"),
+    }
 
 
 def _nested(name: str, key: str, cls: type, values: dict):

@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from agent.config import TRAINING_RECORD
 from agent.train import chat_format, episodes
 from agent.train.policy_backend import PolicyBackend
 from agent.train.trainer_setup import load_policy, shared_arguments
@@ -157,5 +158,5 @@ def train(plan: GrpoPlan) -> dict:
         "seconds": round(seconds, 1),
         "rollouts_per_minute": round(60 * len(log) / seconds, 2) if seconds else None,
     }
-    (output / "kernelarena_training.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (output / TRAINING_RECORD).write_text(json.dumps(summary, indent=2) + "\n")
     return summary

@@ -10,12 +10,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from agent.config import TRAINING_RECORD
 from agent.train import chat_format
 from agent.train.selection import Selection
 from agent.train.trainer_setup import load_policy, shared_arguments
 from agent.trajectory import read_trajectories
-
-PROVENANCE_FILE = "kernelarena_training.json"
 
 
 @dataclass
@@ -110,7 +109,7 @@ def train(plan: SftPlan, selection: Selection) -> dict:
         "bf16": bf16,
     }
     output = Path(plan.output)
-    (output / PROVENANCE_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    (output / TRAINING_RECORD).write_text(json.dumps(summary, indent=2) + "\n")
     (output / "README.md").write_text(model_card(summary))
     return summary
 
@@ -155,5 +154,5 @@ tags: [kernelarena, cuda-kernels, rft, trl, sft]
   batch {plan["batch_size"]} x {plan["gradient_accumulation"]}); loss {summary["first_loss"]}
   at the first logged step, {summary["last_loss"]} at the last
 - **Made by:** `python -m agent.train sft` (KernelArena); the full record is
-  `{PROVENANCE_FILE}` beside this card
+  `{TRAINING_RECORD}` beside this card
 """

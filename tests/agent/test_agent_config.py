@@ -134,3 +134,14 @@ def test_identity_changes_with_behaviour_not_with_transport():
 
 def test_prices_are_per_million_tokens():
     assert Prices(2.0, 8.0).cost(1_000_000, 500_000) == pytest.approx(6.0)
+
+
+def test_a_checkpoint_without_its_training_record_is_refused(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    path = write(tmp_path, MINIMAL + 'checkpoint = "ckpt"\n')
+    with pytest.raises(ConfigError, match="has no readable kernelarena_training.json"):
+        load_agents(path)
+    # and provenance is never written by hand
+    path = write(tmp_path, MINIMAL + "training = {steps = 1}\n")
+    with pytest.raises(ConfigError, match="unknown keys \\['training'\\]"):
+        load_agents(path)

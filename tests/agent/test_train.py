@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from agent.config import AgentConfig  # noqa: E402
+from agent.config import TRAINING_RECORD, AgentConfig, load_agents  # noqa: E402
 from agent.reward import FASTER_THAN_COMPILE, FASTER_THAN_EAGER  # noqa: E402
 from agent.train import chat_format, sft  # noqa: E402
 from agent.train.selection import Selection, select, without_invalid_calls  # noqa: E402
@@ -125,8 +125,24 @@ def test_sft_lowers_the_loss_and_writes_a_checkpoint_with_its_provenance(
     AutoModelForCausalLM.from_pretrained(checkpoint)  # a checkpoint any server loads
     card = (checkpoint / "README.md").read_text()
     assert f"base_model: {tiny_model}" in card and "1 trajectories" in card
-    provenance = json.loads((checkpoint / sft.PROVENANCE_FILE).read_text())
+    provenance = json.loads((checkpoint / TRAINING_RECORD).read_text())
     assert provenance["steps"] == 30 and provenance["data"]["kept"] == 1
+    # served as an agent, the checkpoint's provenance is part of the agent's identity
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        '[agents.rft]\nbackend = "openai"\nmodel = "rft"\n'
+        'base_url = "http://127.0.0.1:8000/v1"\ncheckpoint = "checkpoint"\n'
+    )
+    config = load_agents(agents)["rft"]
+    assert config.training == {
+        "method": "sft (rejection fine-tuning)",
+        "base": str(tiny_model),
+        "data": ["recorded"],
+        "trajectories": 1,
+        "rollouts": None,
+        "steps": 30,
+    }
+    assert config.identity()["training"]["steps"] == 30
 
 
 def test_the_command_says_in_one_line_what_it_cannot_use(tmp_path, recorded, tiny_model):

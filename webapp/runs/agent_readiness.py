@@ -93,6 +93,7 @@ class AgentRow:
     endpoint: str
     health: AgentHealth | None  # None: a model agent not checked yet, or no model at all
     unavailable: Unavailable | None  # why the person viewing cannot run it now; None: they can
+    training: dict  # a trained checkpoint's provenance (agent/config.py); {} for none
 
 
 def agent_rows(viewer) -> list[AgentRow]:
@@ -108,6 +109,7 @@ def agent_rows(viewer) -> list[AgentRow]:
             config.base_url,
             healths.get(name),
             unavailable.get(name),
+            config.training,
         )
         for name, config in sorted(load_agents(agents_file()).items())
     ]

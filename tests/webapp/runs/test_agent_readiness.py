@@ -5,6 +5,8 @@ agent's health and can ask for a check; nobody else can."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 from django.utils import timezone
@@ -108,3 +110,30 @@ def test_staff_see_every_agents_health_and_can_ask_for_a_check(
         nobody.post("/staff/agents/", {"agent": "served"})
         nobody.post("/staff/agents/", {"agent": "fusion"})  # no model: every model agent instead
     assert sent == [["served"], ["served"]]
+
+
+def test_staff_see_what_a_trained_agent_was_trained_from(alice, agents_file, tmp_path):
+    checkpoint = tmp_path / "rft-1"
+    checkpoint.mkdir()
+    record = {
+        "kind": "sft (rejection fine-tuning)",
+        "plan": {"base": "Qwen/Qwen2.5-Coder-7B-Instruct", "data": ["runs/"]},
+        "data": {"kept": 412},
+        "steps": 1236,
+    }
+    (checkpoint / "kernelarena_training.json").write_text(json.dumps(record))
+    agents_file(
+        '[agents.trained]\nbackend = "openai"\nmodel = "rft-1"\n'
+        'base_url = "http://127.0.0.1:1/v1"\ncheckpoint = "rft-1"\n'
+        '[agents.untrained]\nbackend = "openai"\nmodel = "m"\nbase_url = "http://127.0.0.1:1/v1"\n'
+    )
+    alice.is_staff = True
+    alice.save()
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/staff/agents/").content.decode()
+    base = "<code>Qwen/Qwen2.5-Coder-7B-Instruct</code>"
+    assert f"sft (rejection fine-tuning) of {base} on 412 trajectories, 1236 steps" in page
+    # known-bad beside it: the agent with no checkpoint shows no training line
+    assert "untrained" in page
+    assert page.count('class="muted small training"') == 1
