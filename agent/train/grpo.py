@@ -9,6 +9,7 @@ again, its reward is withheld (None) and its tokens are all masked, so it moves 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -122,6 +123,10 @@ def train(plan: GrpoPlan) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     problems = {p["name"]: p for p in load_problems(plan.problems)}
+    if plan.device == "cuda" and "LOCAL_RANK" in os.environ:
+        # under accelerate launch: each rank's rollouts judged on its own GPU (the harness pins
+        # its sandboxes to KERNELARENA_GPU)
+        os.environ.setdefault("KERNELARENA_GPU", os.environ["LOCAL_RANK"])
     model, tokenizer, bf16 = load_policy(plan.base)
     tokenizer.padding_side = "left"
     log: list[dict] = []
