@@ -28,8 +28,11 @@ run: $(STAMP)
 dev: $(STAMP)
 	DEBUG=1 $(PY) -m webapp.serve
 
+# In parallel: a pytest-xdist worker per core (the suite mostly waits on processes it starts),
+# each test file whole on one worker, so a module's fixtures are built once
+# (tests/conftest.py says what each worker keeps of its own).
 test: $(STAMP) browser
-	$(PY) -m pytest tests --ignore=tests/gpu
+	$(PY) -m pytest tests --ignore=tests/gpu -n auto --dist loadfile
 
 # The browser tests drive Debian's chromium through Playwright (Playwright's own browser
 # download does not work offline). Installed here when missing and apt-get can.

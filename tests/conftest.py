@@ -1,5 +1,13 @@
 """Shared test set-up: a persistent compile cache (objects are content-addressed, so reuse across
-runs is safe and saves minutes), and the fixture problems and candidates."""
+runs is safe and saves minutes), and the fixture problems and candidates.
+
+`make test` runs the suite in parallel (pytest-xdist, a worker process per core). What a worker
+keeps of its own: its Redis database (REDIS_URL's number plus the worker's index, set below before
+Django reads its settings; with no REDIS_URL an embedded redis-server per process,
+tests/webapp/conftest.py), its test database (pytest-django adds _gw0, _gw1... to the name; the
+SQLite file is per process too) and its `make run` stacks folder (tests/webapp/conftest.py).
+Shared on purpose: the compile cache, whose writers lock and publish whole files, and with it
+the cpu measurement lock (gpu_lock), so no worker times while another builds or times."""
 
 from __future__ import annotations
 
@@ -11,6 +19,30 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 os.environ.setdefault("KERNELARENA_CACHE", str(REPO / ".cache" / "kernelarena-test"))
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1...; "" when not parallel
+
+
+def worker_redis_url(url: str, worker: str) -> str:
+    """REDIS_URL for xdist worker `worker`: the same server, database number + the worker's
+    index (redis://host:6379/8 -> /8 for gw0, /9 for gw1), so no two workers share a broker's
+    queues or a channel layer's groups."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    index = int(worker.removeprefix("gw"))
+    parts = urlsplit(url)
+    if parts.scheme == "unix":  # unix://PATH?db=N
+        query = dict(parse_qsl(parts.query))
+        query["db"] = str(int(query.get("db", 0)) + index)
+        return f"unix://{parts.path}?{urlencode(query)}"
+    number = int(parts.path.strip("/") or 0) + index
+    return urlunsplit(parts._replace(path=f"/{number}"))
+
+
+# Before tests/webapp/conftest.py sets Django up; the processes tests start inherit both
+# variables, and a pytest among them leaves the derived URL as it is.
+if XDIST_WORKER and os.environ.get("REDIS_URL") and "KERNELARENA_TEST_REDIS" not in os.environ:
+    os.environ["REDIS_URL"] = worker_redis_url(os.environ["REDIS_URL"], XDIST_WORKER)
+    os.environ["KERNELARENA_TEST_REDIS"] = os.environ["REDIS_URL"]
 
 
 def problem_source(name: str) -> str:

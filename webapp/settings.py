@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -90,9 +91,12 @@ def _env_int(name: str, default: int, minimum: int = 1) -> int:
 
 
 def _celery_broker(redis_url: str) -> str:
-    """kombu spells a unix-socket Redis as redis+socket://PATH."""
+    """kombu spells a unix-socket Redis as redis+socket://PATH, and its database number as
+    virtual_host: a `db` it overrides with database 0."""
     if redis_url.startswith("unix://"):
-        return "redis+socket://" + redis_url.removeprefix("unix://")
+        parts = urlsplit(redis_url)
+        query = [("virtual_host" if k == "db" else k, v) for k, v in parse_qsl(parts.query)]
+        return "redis+socket://" + parts.path + (f"?{urlencode(query)}" if query else "")
     return redis_url
 
 

@@ -1,7 +1,8 @@
 """Django for tests/webapp only: the settings module is set when this directory is collected, so
 the rest of the suite runs without Django. The database is the one DATABASE_URL names (its test_
-copy), SQLite otherwise. Redis is the one REDIS_URL names, otherwise an embedded redis-server on a
-socket of this test process's own (started by the `redis_server` fixture).
+copy), SQLite otherwise. Redis is the one REDIS_URL names (under xdist, a database of this
+worker's own: tests/conftest.py), otherwise an embedded redis-server on a socket of this test
+process's own (started by the `redis_server` fixture).
 
 Named users: alice and bob own things; charlie is the outsider in every 404/403 test.
 """
@@ -20,6 +21,11 @@ EMBEDDED_REDIS_SOCKET: Path | None = None
 if not os.environ.get("REDIS_URL"):
     EMBEDDED_REDIS_SOCKET = REPO / ".cache" / f"redis-test-{os.getpid()}" / "redis.sock"
     os.environ["REDIS_URL"] = f"unix://{EMBEDDED_REDIS_SOCKET}"
+# The `make run` stacks tests start (python -m webapp.serve) keep their folders in one of this
+# process's own, not the checkout's .cache/redis/: another xdist worker's stacks, or a developer's
+# own `make run`, are then none of this process's to see, count or sweep.
+STACKS_DIR = REPO / ".cache" / f"stacks-test-{os.getpid()}"
+os.environ["KERNELARENA_STACKS_DIR"] = str(STACKS_DIR)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 django.setup()
 
@@ -30,6 +36,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_django.plugin import blocking_manager_key
 
     config.stash[blocking_manager_key].block()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(STACKS_DIR, ignore_errors=True)  # the stacks in it have stopped
 
 
 from django.contrib.auth.models import User  # noqa: E402

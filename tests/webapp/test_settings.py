@@ -109,3 +109,15 @@ def test_the_broker_waits_longer_than_the_longest_task_may_run():
     while its first worker may still be at it, whichever kind's limit is the longest."""
     env = {"KERNELARENA_VALIDATION_TIME_LIMIT_S": "9000", "KERNELARENA_RUN_TIME_LIMIT_S": "60"}
     assert setting("CELERY_BROKER_TRANSPORT_OPTIONS", **env) == "{'visibility_timeout': 9600}"
+
+
+def test_a_unix_socket_brokers_database_number_reaches_celery():
+    """redis-py reads the database of unix://PATH?db=N; kombu reads a socket broker's from
+    virtual_host and overrides a `db` with 0 (known-bad: Celery on database 0 while the channel
+    layer used N; two xdist workers given databases of their own shared one broker)."""
+    assert setting("CELERY_BROKER_URL", REDIS_URL="unix:///run/r.sock?db=2") == (
+        "redis+socket:///run/r.sock?virtual_host=2"
+    )
+    assert (
+        setting("CELERY_BROKER_URL", REDIS_URL="unix:///run/r.sock") == "redis+socket:///run/r.sock"
+    )

@@ -2,7 +2,11 @@
 the lock shared, so a timing waits for every build under way and builds never wait for each
 other; on a GPU a build takes no lock. A holder process keeps its lock until the test lets it
 go, and marks that it is letting go before it does: whoever got the lock beside it can tell
-whether it waited."""
+whether it waited.
+
+The lock here is a private one, in a cache folder of each test's own: the suite's other tests
+take the shared one (xdist workers share the compile cache), and a timing of theirs waiting in
+the turnstile would hold back the builds these tests expect to go straight in."""
 
 import fcntl
 import subprocess
@@ -10,6 +14,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from gpu_workers.harness.judge import gpu_lock
 
@@ -23,6 +29,12 @@ with getattr(gpu_lock, kind)(device):
     sys.stdin.readline()
     marker.touch()  # before the lock is let go
 """
+
+
+@pytest.fixture(autouse=True)
+def private_lock(tmp_path, monkeypatch):
+    """The lock files under a cache of this test's own, for it and the holders it starts."""
+    monkeypatch.setenv("KERNELARENA_CACHE", str(tmp_path / "cache"))
 
 
 class Holder:

@@ -75,25 +75,36 @@ def test_a_toolchain_that_cannot_build_it_is_remembered_and_compiles_without(tmp
     assert (settings.cache_dir() / "pch" / f"{key}-new.failed").is_file()
 
 
-def test_a_damaged_gch_costs_one_rebuild_and_is_given_up(ws, tmp_path):
+@pytest.fixture
+def cache_of_its_own(tmp_path, monkeypatch):
+    """A compile cache of the test's own, holding a copy of the shared cache's prelude (built
+    there first if need be): what the test damages and gives up, no build of another test sees.
+    Known-bad, the shared one damaged in place: a build of another xdist worker meanwhile read
+    the truncated .gch, or lost the prelude as it was removed and copied back."""
+    chain = compile.toolchain("cpu")
+    shared = precompiled_header.prelude(chain.cxx, chain.cflags, chain.digest(), "cpu", 4 << 30)
+    assert shared
+    own = tmp_path / "cache"
+    shutil.copytree(shared.parent, own / "pch" / chain.digest())
+    monkeypatch.setenv("KERNELARENA_CACHE", str(own))
+    return own
+
+
+def test_a_damaged_gch_costs_one_rebuild_and_is_given_up(ws, cache_of_its_own):
     chain = compile.toolchain("cpu")
     key = chain.digest()
-    assert precompiled_header.prelude(chain.cxx, chain.cflags, key, "cpu", 4 << 30)
-    gch = settings.cache_dir() / "pch" / key / f"{precompiled_header.PRELUDE}.gch"
-    kept = shutil.copytree(gch.parent, tmp_path / "kept")  # for the tests after this one
+    gch = cache_of_its_own / "pch" / key / f"{precompiled_header.PRELUDE}.gch"
+    assert precompiled_header.prelude(chain.cxx, chain.cflags, key, "cpu", 4 << 30) == (
+        gch.with_suffix("")
+    )
     with open(gch, "r+b") as damaged:
         damaged.truncate(1 << 20)  # GCC errors on a truncated one
-    try:
-        _touch_binding(ws)
-        result = compile.build(ws, "cpu")
-        assert result.ok, result.log
-        failed = settings.cache_dir() / "pch" / f"{key}.failed"
-        assert "while reading precompiled header" in failed.read_text()  # the first try's error
-        assert not gch.exists()
-    finally:
-        (settings.cache_dir() / "pch" / f"{key}.failed").unlink(missing_ok=True)
-        shutil.rmtree(gch.parent, ignore_errors=True)
-        shutil.copytree(kept, gch.parent)
+    _touch_binding(ws)
+    result = compile.build(ws, "cpu")
+    assert result.ok, result.log
+    failed = cache_of_its_own / "pch" / f"{key}.failed"
+    assert "while reading precompiled header" in failed.read_text()  # the first try's error
+    assert not gch.exists()
 
 
 def test_a_source_that_names_the_error_cannot_switch_the_prelude_off(ws):
