@@ -1,11 +1,12 @@
 """Shared test set-up: a persistent compile cache (objects are content-addressed, so reuse across
 runs is safe and saves minutes), and the fixture problems and candidates.
 
-`make test` runs the suite in parallel (pytest-xdist, a worker process per core). What a worker
-keeps of its own: its Redis database (REDIS_URL's number plus the worker's index, set below before
-Django reads its settings; with no REDIS_URL an embedded redis-server per process,
-tests/webapp/conftest.py), its test database (pytest-django adds _gw0, _gw1... to the name; the
-SQLite file is per process too) and its `make run` stacks folder (tests/webapp/conftest.py).
+Under pytest-xdist (`-n auto --dist loadfile`; `make test` runs in one process, and
+docs/architecture.md says why) what a worker keeps of its own: its Redis database (REDIS_URL's
+number plus the worker's index, set below before Django reads its settings; with no REDIS_URL
+an embedded redis-server per process, tests/webapp/conftest.py), its test database
+(pytest-django adds _gw0, _gw1... to the name; the SQLite file is per process too) and its
+`make run` stacks folder (tests/webapp/conftest.py).
 Shared on purpose: the compile cache, whose writers lock and publish whole files, and with it
 the cpu measurement lock (gpu_lock), so no worker times while another builds or times."""
 

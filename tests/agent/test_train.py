@@ -12,13 +12,15 @@ import pytest
 
 pytest.importorskip("trl")
 
+from agent.backends.scripted import ScriptedBackend  # noqa: E402
 from agent.config import TRAINING_RECORD, AgentConfig, load_agents  # noqa: E402
+from agent.loop import Agent  # noqa: E402
 from agent.reward import FASTER_THAN_COMPILE, FASTER_THAN_EAGER  # noqa: E402
 from agent.train import chat_format, sft  # noqa: E402
 from agent.train.selection import Selection, select, without_invalid_calls  # noqa: E402
 from agent.trajectory import trajectory_record, write_trajectory  # noqa: E402
 from tests.agent import served_model as serving  # noqa: E402
-from tests.agent.conftest import REPO  # noqa: E402
+from tests.agent.conftest import FIXTURES, REPO, fixture_files  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -26,23 +28,29 @@ def tiny_model(tmp_path_factory):
     return serving.build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-qwen2")
 
 
-@pytest.fixture
-def recorded(run_script, good_relu_scale):
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
     """A trajectory of the real loop over the real cpu harness: files written, a verify, an
-    invalid call, finish."""
+    invalid call, finish (made once: the tests only read it)."""
+    from gpu_workers.harness.session import Session
+
+    good = fixture_files(FIXTURES / "candidates" / "cpu" / "good_relu_scale")
     actions = [{"thought": "see the workspace", "tool": "list_files"}]
     actions += [
         {"tool": "write_file", "args": {"path": path, "content": text}}
-        for path, text in good_relu_scale.items()
+        for path, text in good.items()
     ]
     actions += [
         {"thought": "a call the tools refuse", "tool": "write_file", "args": {"path": "x.cu"}},
         {"tool": "verify"},
         {"tool": "finish", "args": {"summary": "verified"}},
     ]
-    run = run_script(actions)
     config = AgentConfig(name="scripted-test", backend="scripted", script="-")
-    return trajectory_record(run.result, config, {"name": "relu_scale"})
+    problem = (FIXTURES / "problems" / "relu_scale.py").read_text()
+    root = tmp_path_factory.mktemp("recorded") / "session"
+    with Session(problem, device="cpu", root=root) as session:
+        result = Agent(config, ScriptedBackend(actions), session).run()
+    return trajectory_record(result, config, {"name": "relu_scale"})
 
 
 def _with_best(record: dict, reward: int, verified: bool = True) -> dict:
