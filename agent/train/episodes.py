@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from agent.config import AgentConfig, Budget
 from agent.loop import Agent
-from agent.reward import FAILURE
 from agent.trajectory import trajectory_record
 
 _MACHINE = "infrastructure"
@@ -45,6 +44,3 @@ def harness_failed(record: dict) -> bool:
 def reward_of(episode: Episode) -> float | None:
     """What GRPO is told: None (the rollout dropped) where the machine failed."""
     return None if episode.harness_failed else float(episode.reward)
-
-
-__all__ = ["Episode", "FAILURE", "harness_failed", "reward_of", "run_episode"]
