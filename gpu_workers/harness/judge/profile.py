@@ -99,12 +99,7 @@ def baselines(
     path = _baseline_path(problem_mod.source_sha256(problem_path.read_text()), device, protocol)
     if cached := _cached(path):
         return cached
-    try:
-        reference = runner_process.begin_reference(problem_path, device, server=server)
-        reference.settle()
-    except RunnerError as exc:
-        message = f"measuring baselines failed: {exc}"
-        raise BaselinesFailed(message, failure.of_runner_error(exc)) from None
+    reference = ready_reference(problem_path, device, server)
     with reference, gpu_lock.hold(device):
         if cached := _cached(path):  # measured by another process while this one waited
             return cached
@@ -112,6 +107,24 @@ def baselines(
         # stored before the lock is let go: a process waiting for it then finds them cached
         store_baselines(problem_path, device, protocol, result)
     return {**result, "cached": False}
+
+
+def ready_reference(problem_path: Path, device: str, server=None):
+    """A reference runner for `measure_baselines`, up (torch.compile's modules imported, the
+    device's context made) before the caller takes the GPU lock: what it pays once is no
+    measurement's and holds no other process's timing back."""
+    reference = None
+    try:
+        reference = runner_process.begin_reference(
+            problem_path, device, server=server, compiles=True
+        )
+        reference.settle()
+    except RunnerError as exc:
+        if reference is not None:
+            reference.close()
+        message = f"measuring baselines failed: {exc}"
+        raise BaselinesFailed(message, failure.of_runner_error(exc)) from None
+    return reference
 
 
 def _cached(path: Path) -> dict | None:
@@ -133,7 +146,7 @@ def measure_baselines(
     them, or a new one), whatever is cached."""
     try:
         if started is None:
-            started = runner_process.begin_reference(problem_path, device)
+            started = runner_process.begin_reference(problem_path, device, compiles=True)
         with runner_process.load_reference(started, problem_path, device, protocol) as reference:
             judge = Judge(device, protocol)
             try:

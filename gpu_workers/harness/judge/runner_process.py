@@ -236,18 +236,23 @@ def _close(fd: int) -> None:
 
 
 def begin_reference(
-    problem_path: Path, device: str, timeout_s: float = 600, server: ForkServer | None = None
+    problem_path: Path,
+    device: str,
+    timeout_s: float = 600,
+    server: ForkServer | None = None,
+    compiles: bool = False,
 ):
-    """A reference runner starting up (its interpreter, torch, the harness) while the judge does
-    other work; `load_reference` gives it the problem. It sees the problem's own folder and
-    nothing of any candidate's: give it a folder holding model.py alone. With `server`, forked
-    from it (a ForkServer whose view holds that folder)."""
+    """A reference runner starting up (its interpreter, torch, the harness; torch.compile's
+    modules too where it `compiles`, for the baselines) while the judge does other work;
+    `load_reference` gives it the problem. It sees the problem's own folder and nothing of any
+    candidate's: give it a folder holding model.py alone. With `server`, forked from it (a
+    ForkServer whose view holds that folder)."""
     folder = problem_path.parent
     view = sandbox.View(readable=(folder,))
     runner = RunnerProcess("reference", device, view, folder, timeout_s, server=server)
     try:
         # answered once it is up, its device's context made: `settle` waits for that
-        runner.ask("prepare", device=device)
+        runner.ask("prepare", device=device, compiles=compiles)
     except BaseException:
         runner.close()
         raise

@@ -9,6 +9,7 @@ for validation. graph: the problem's Graph IR (capture/graph.py), for a Session'
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import torch
@@ -31,10 +32,36 @@ _COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune"}
 def prepare(state: RunnerState, message: dict, fds: list[int]) -> dict:
     """Answers once the process is up (its interpreter, torch and the harness imported) and, on
     a GPU, its context is made (`load` made it, under the GPU lock), so the judge waits for that
-    outside the lock; nothing here touches the problem."""
+    outside the lock; nothing here touches the problem. A runner that will time torch.compile
+    (`compiles`) imports the compiler here too."""
     if message.get("device") == "cuda":
         torch.zeros(1, device="cuda")
+    if message.get("compiles"):
+        _import_compiler()
     return {}
+
+
+# What a process's first torch.compile imports: 7-11 s of a first compile's 10-13 s, all of it
+# cpu work that needs no device, so it is paid before the GPU lock is taken. Importing starts no
+# thread and no compile pool (Inductor starts its pool at the first compile, under the lock).
+_COMPILER_MODULES = (
+    "torch._dynamo",
+    "torch._inductor.compile_fx",
+    "torch._inductor.graph",
+    "torch._inductor.codecache",
+    "torch._inductor.async_compile",
+    "torch._inductor.codegen.cpp",
+    "torch._inductor.codegen.triton",  # needs triton: a cpu-only torch has none
+    "torch._inductor.runtime.triton_heuristics",
+)
+
+
+def _import_compiler() -> None:
+    for name in _COMPILER_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # the compile imports it, or says why, at its first use
 
 
 def load(state: RunnerState, message: dict, fds: list[int]) -> dict:

@@ -13,12 +13,13 @@ from contextlib import contextmanager
 import pytest
 
 from gpu_workers.harness import settings
-from gpu_workers.harness.judge import failure, gpu_lock, roofline
+from gpu_workers.harness.judge import failure, gpu_lock, roofline, runner_process
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge.clock_record import CLOCK_RECORD_ENV
 from gpu_workers.harness.judge.judge import Batches
 from gpu_workers.harness.judge.protocol import LOOSE
+from gpu_workers.harness.judge.runner_process import RunnerFailed
 from gpu_workers.harness.judge.shared_buffers import DeviceMemoryExhausted
 from gpu_workers.harness.judge.source_gate import Violation
 from gpu_workers.harness.session import MEASUREMENT_ATTEMPTS
@@ -421,3 +422,32 @@ def test_peaks_measured_too_low_are_measured_again_before_a_kernel_is_held(tmp_p
     # a time that no measurement of this device explains is still held
     beyond = profile_mod.result({**_BASE, "bytes_moved": 10**13}, honest, "cpu", LOOSE)
     assert "impossible_speed" in [v.code for v in beyond.violations]
+
+
+# A problem that can tell whether torch.compile's modules were imported before it was loaded.
+_COMPILER_WITNESS = """
+import sys
+import torch
+if "torch._inductor.compile_fx" not in sys.modules:
+    raise RuntimeError("loaded before torch.compile's modules were imported")
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+def get_inputs():
+    return [torch.randn(64)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_baselines_runner_imports_the_compiler_before_the_lock(tmp_path):
+    """torch.compile's imports (seconds of a first compile) are paid while the baselines' runner
+    gets ready, outside the GPU lock, not at its first compile under it (known-bad: a reference
+    runner made without `compiles` loads the problem with the compiler unimported)."""
+    problem = tmp_path / "model.py"
+    problem.write_text(_COMPILER_WITNESS)
+    with profile_mod.ready_reference(problem, "cpu") as reference:
+        runner_process.load_reference(reference, problem, "cpu", LOOSE)
+    plain = runner_process.begin_reference(problem, "cpu")
+    with pytest.raises(RunnerFailed, match="torch.compile's modules"):
+        runner_process.load_reference(plain, problem, "cpu", LOOSE)
