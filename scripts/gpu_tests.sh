@@ -29,20 +29,35 @@ export GPU_TEST_LOG="$OUT/gpu-test-times.log"
 # every measurement's timed batches, for deciding the clock check's bounds (judge/clock_record.py)
 export KERNELARENA_CLOCK_RECORD="$(cd "$OUT" && pwd)/clock-records.jsonl"
 started=$(date +%s)
-status=0
-# Tests marked whole_gpu (sets of several GiB) run first, alone on the GPU. pytest's
-# status 5 (no test selected, as when "$@" picks none of them) is no failure.
-run_tests() {
-  python3 -m pytest tests/gpu -q -p no:cacheprovider -p no:django "$@" 2>&1 \
-    | tee -a "$OUT/gpu-tests.log" || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
+# Tests marked whole_gpu (sets of several GiB) run first, alone on the GPU, while the cuda fixture
+# candidates build beside them (cpu only; the whole-GPU tests need none). The other tests' workers
+# start at the same time (interpreters, imports, collection: 15-20 s of six processes) and wait
+# at a barrier (tests/gpu/conftest.py) until both are done. pytest's status 5 (no test selected,
+# as when "$@" picks none of them) is no failure.
+barrier=$(mktemp -u /tmp/gpu-tests-barrier.XXXXXX)
+statuses=$(mktemp -d /tmp/gpu-tests-status.XXXXXX)
+run_tests() {  # NAME ARGS...: the status lands in $statuses/NAME
+  local name=$1 rc=0
+  shift
+  python3 -m pytest tests/gpu -q -p no:cacheprovider -p no:django "$@" >"$OUT/gpu-tests-$name.log" 2>&1 || rc=$?
+  [ "$rc" -eq 5 ] && rc=0
+  echo "$rc" >"$statuses/$name"
 }
-# The cuda fixture candidates build (cpu only) while the whole-GPU tests, which need none, run
-# alone on the GPU; then the rest, which find them built.
-python3 -m tests.gpu.prebuild >"$OUT/prebuild.log" 2>&1 &
-prebuilding=$!
-run_tests --durations=0 -m whole_gpu "$@"
-wait "$prebuilding" || { status=$?; cat "$OUT/prebuild.log"; }
+(
+  python3 -m tests.gpu.prebuild >"$OUT/prebuild.log" 2>&1 &
+  prebuilding=$!
+  run_tests whole --durations=0 -m whole_gpu "$@"
+  wait "$prebuilding" || { echo "prebuild failed" >>"$OUT/prebuild.log"; echo 1 >"$statuses/prebuild"; }
+  echo "whole-GPU tests and prebuild done after $(( $(date +%s) - started )) s" >>"$OUT/prebuild.log"
+  touch "$barrier"
+) &
+first=$!
+GPU_TESTS_BARRIER=$barrier run_tests rest --durations=0 "${PARALLEL[@]}" -m "not whole_gpu" "$@"
+wait "$first"
+cat "$OUT/gpu-tests-whole.log" "$OUT/gpu-tests-rest.log" | tee "$OUT/gpu-tests.log"
 cat "$OUT/prebuild.log" >>"$OUT/gpu.txt"
-run_tests --durations=0 "${PARALLEL[@]}" -m "not whole_gpu" "$@"
 echo "tests/gpu: $(( $(date +%s) - started )) s with ${PARALLEL[*]:-one process}" | tee -a "$OUT/gpu.txt"
+status=0
+for file in "$statuses"/*; do [ "$(cat "$file")" -eq 0 ] || status=$(cat "$file"); done
+rm -rf "$statuses" "$barrier"
 exit $status

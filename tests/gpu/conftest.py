@@ -19,6 +19,22 @@ if not torch.cuda.is_available():
     collect_ignore_glob = ["test_*.py"]
 
 
+BARRIER_WAIT_S = 900  # the whole-GPU tests and the prebuild take 1-2 minutes
+
+
+@pytest.fixture(scope="session", autouse=True)
+def after_the_whole_gpu_tests():
+    """scripts/gpu_tests.sh starts these workers while the whole-GPU tests (which need the
+    device's memory alone) and the prebuild still run, so their start-up overlaps them; no test
+    here begins before the script touches GPU_TESTS_BARRIER."""
+    barrier = os.environ.get("GPU_TESTS_BARRIER")
+    deadline = time.monotonic() + BARRIER_WAIT_S
+    while barrier and not os.path.exists(barrier):
+        if time.monotonic() > deadline:
+            pytest.fail(f"the whole-GPU tests did not end within {BARRIER_WAIT_S} s")
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def prebuilt_cuda_candidates(tmp_path_factory):
     """Every cuda fixture candidate built once (tests/gpu/prebuild.py), for the modules that

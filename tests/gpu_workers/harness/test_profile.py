@@ -8,6 +8,7 @@ host's stalls; their live forms are tests/gpu's, where the timer is the device's
 import dataclasses
 import json
 import threading
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -422,6 +423,23 @@ def test_peaks_measured_too_low_are_measured_again_before_a_kernel_is_held(tmp_p
     # a time that no measurement of this device explains is still held
     beyond = profile_mod.result({**_BASE, "bytes_moved": 10**13}, honest, "cpu", LOOSE)
     assert "impossible_speed" in [v.code for v in beyond.violations]
+
+
+def test_peaks_measured_alone_lately_stand_on_a_gpu(tmp_path, monkeypatch):
+    """On a GPU, peaks measured alone (under the lock) within the hour are not measured again
+    for each kernel that seems faster than the device: tests/gpu measured them seven times in
+    one run, 10 s under the lock each (known-bad: an hour later they are measured again)."""
+    monkeypatch.setenv("KERNELARENA_CACHE", str(tmp_path))
+    monkeypatch.setitem(roofline.ALONE_STANDS_S, "cpu", roofline.ALONE_STANDS_S["cuda"])
+    path = roofline.peaks_file("cpu")
+    low = {"device": "cpu", "bandwidth_gbs": 0.01, "fp32_tflops": 1e-6, "tensor_tflops": 1e-6}
+    lately = {**low, "alone_at": time.time() - 60}
+    settings.publish_json(path, lately)
+    assert roofline.peaks("cpu", measure_again=True) == roofline.Peaks(**low)
+    assert json.loads(path.read_text()) == lately
+    settings.publish_json(path, {**low, "alone_at": time.time() - 3601})
+    assert roofline.peaks("cpu", measure_again=True).bandwidth_gbs > 1.0
+    assert json.loads(path.read_text())["alone_at"] > time.time() - 60
 
 
 # A problem that can tell whether torch.compile's modules were imported before it was loaded.
