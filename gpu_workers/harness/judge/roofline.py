@@ -52,10 +52,11 @@ def peaks(device: str, measure_again: bool = False) -> Peaks:
         settings.publish_json(path, _measure(device))
     elif measure_again and not _measured_alone_lately(path, device):
         with gpu_lock.hold(device):  # alone on the device
-            measured = _measure(device)
-        known = json.loads(path.read_text())
-        measured.update({k: max(measured[k], known[k]) for k in _PEAK_FIELDS})
-        settings.publish_json(path, {**measured, "alone_at": time.time()})
+            if not _measured_alone_lately(path, device):  # or done while this one waited
+                measured = _measure(device)
+                known = json.loads(path.read_text())
+                measured.update({k: max(measured[k], known[k]) for k in _PEAK_FIELDS})
+                settings.publish_json(path, {**measured, "alone_at": time.time()})
     data = json.loads(path.read_text())
     return Peaks(**{k: data[k] for k in asdict(Peaks("", 0, 0, 0))})
 
