@@ -31,7 +31,7 @@ export KERNELARENA_CLOCK_RECORD="$(cd "$OUT" && pwd)/clock-records.jsonl"
 started=$(date +%s)
 # Tests marked whole_gpu (sets of several GiB) run first, alone on the GPU, while the cuda fixture
 # candidates build beside them (cpu only; the whole-GPU tests need none). The other tests' workers
-# start at the same time (interpreters, imports, collection: 15-20 s of six processes) and wait
+# start at the same time (interpreters, torch and the harness imported) and wait
 # at a barrier (tests/gpu/conftest.py) until both are done. pytest's status 5 (no test selected,
 # as when "$@" picks none of them) is no failure.
 barrier=$(mktemp -u /tmp/gpu-tests-barrier.XXXXXX)
