@@ -36,10 +36,6 @@ def prepare(state: RunnerState, message: dict, fds: list[int]) -> dict:
     (`compiles`) imports the compiler here too."""
     if message.get("device") == "cuda":
         torch.zeros(1, device="cuda")
-        # A graph step's shape propagation imports it (and sympy) on its first run: 2.3 s of a
-        # 2.3 s step under the lock on a lent H200, Python compiling sympy's sources there. The
-        # cpu target's runners skip it (0.5-3.6 s each on the CI host, where no run waits).
-        importlib.import_module("torch.fx.experimental.symbolic_shapes")
     if message.get("compiles"):
         _import_compiler()
     return {}
