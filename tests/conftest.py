@@ -13,6 +13,7 @@ the cpu measurement lock (gpu_lock), so no worker times while another builds or 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -87,8 +88,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         label = getattr(item, "operation_label", None)
         if label and not item.nodeid.endswith(f"[{label}]"):
             _rename(item, f"{item.nodeid}[{label}]")
-    seen: set[str] = set()
-    twice = sorted({i.nodeid for i in items if i.nodeid in seen or seen.add(i.nodeid)})
+    twice = sorted(nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1)
     if twice:  # a test that pytest-xdist would run once and report once
         raise pytest.UsageError(f"tests share a node id: {', '.join(twice[:5])}")
 
