@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import sys
 import tempfile
 from pathlib import Path
 
@@ -112,13 +111,7 @@ def lower_problem(module, model: nn.Module, device: str, protocol: Protocol) -> 
 
     problem.reference_precision(protocol)
     inputs = problem.make_inputs(module, protocol.seeds()[0], device)
-    try:
-        return lower(model, inputs, device)
-    finally:
-        # a fallback capture's caches dropped; Dynamo is not imported to reset nothing (an
-        # import of seconds, which a Session's graph step paid under the GPU lock)
-        if (dynamo := sys.modules.get("torch._dynamo")) is not None:
-            dynamo.reset()
+    return lower(model, inputs, device)
 
 
 def lower(model: nn.Module, inputs: list, device: str) -> dict:
@@ -170,8 +163,14 @@ def _dynamo_trace(model: nn.Module, inputs: list) -> fx.GraphModule:
     get_attr renamed back to its state_dict key (the IR names params by it)."""
     import torch._dynamo
 
+    # Only this capture fills Dynamo's caches, so only it resets them, before and after (a
+    # reset on a CUDA build imports Inductor's cudagraph trees: 3-4 s a Session's graph step
+    # paid under the GPU lock for every problem, even one symbolic_trace had captured).
     torch._dynamo.reset()
-    traced, _guards = torch._dynamo.export(model)(*inputs)
+    try:
+        traced, _guards = torch._dynamo.export(model)(*inputs)
+    finally:
+        torch._dynamo.reset()
     keys = {id(t): key for key, t in model.state_dict(keep_vars=True).items()}
     names = iter(_padded(_forward_names(model), len(inputs)))
     for node in traced.graph.nodes:
