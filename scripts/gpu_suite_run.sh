@@ -17,8 +17,12 @@
 # works for at most BUDGET_S seconds, stops the stack, and writes the new state to $OUT/state/
 # and the suite's results file to $OUT/SUITE-GPU.json (webapp/leaderboard/results_file.py).
 # Copy $OUT/state/ back to .state/ before the next call; commit the results file to
-# benchmarks/results/ when the suite is done. Carry .whl/ (the web stack's wheels, for a host
-# without a package registry), .state/ and the suite's folder.
+# benchmarks/results/ when the suite is done. Carry .whl/ (gpu_tests.sh's wheels, and the web
+# stack's in .whl/web/, made with
+#   pip download -d .whl/web --only-binary=:all: --python-version 3.12 --platform any \
+#     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+#     --platform manylinux_2_28_x86_64 '.[web,agent]'
+# for a host without a package registry), .state/ and the suite's folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PHASE=${1:?say which phase: import, synthesize, baselines, evaluate or report}
@@ -31,10 +35,7 @@ BUDGET_S=${BUDGET_S:-420}
 OUT=${OUT:-out}
 PORT=${PORT:-8000}
 export KERNELARENA_CACHE=$PWD/.cache/ka PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=webapp.settings
-if [ -d .whl ] && ! python3 -c 'import django' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --target .cache/site .whl/*.whl
-fi
+if [ -d .whl ]; then python3 scripts/install_wheels.py .cache/site .whl .whl/web; fi
 export PYTHONPATH=$PWD/.cache/site:$PWD
 GPU=$(python3 -c 'from webapp.serve import detected_gpu_type; print(detected_gpu_type())')
 export KERNELARENA_GPU_TYPES=$GPU

