@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -47,6 +48,11 @@ _PREPARED_PROCESSES = {"cpu": 1, "cuda": 3}
 _PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
 EAGER_ALONE_FRESH_S = 300.0
+# Whether a session measures its problem's baselines while its first sources compile
+# (Session._measure_baselines_ahead): on a GPU a build takes no lock, so the lock is idle then
+# (four runs sharing an H200 spent their first 16 s compiling with nobody timing); on the cpu
+# target a build and a timing exclude each other, so nothing is gained.
+_BASELINES_AHEAD = {"cpu": False, "cuda": True}
 
 
 class StepPhases:
@@ -75,10 +81,12 @@ class Session:
         protocol: Protocol | None = None,
         root: Path | None = None,
         candidates: int | None = None,
+        baselines_ahead: bool | None = None,
     ):
         """`candidates`: how many candidates the caller will judge, when it knows (1 for a
         submission or a re-grade); None for an agent's session, which gets the device's pool of
-        prepared processes."""
+        prepared processes. `baselines_ahead`: measure the baselines while the first sources
+        compile (default: where the device gains by it, _BASELINES_AHEAD)."""
         check_source(problem_source)
         self.device = settings.check_device(device)
         self.protocol = protocol or LOOSE
@@ -108,6 +116,10 @@ class Session:
         self._fork_server: ForkServer | None = None
         self._forking = True
         self.fork_server_why: str | None = None
+        if baselines_ahead is None:
+            baselines_ahead = _BASELINES_AHEAD[self.device]
+        self._baselines_ahead = baselines_ahead
+        self._ahead: threading.Thread | None = None
 
     # ---- files (what the agent reads and writes) ----
     def list_files(self) -> list[str]:
@@ -137,6 +149,7 @@ class Session:
         step_follows = not (self._verified and self._verified[0] == self._digest())
         if step_follows:
             self._get_ready()  # a judged step follows: while the sources compile
+            self._measure_baselines_ahead()
         built = self._compile_result().to_dict()
         if step_follows:
             self._get_ready()  # the fork server may have come up while they compiled
@@ -423,15 +436,10 @@ class Session:
                 ok=False, error="not profiled: the candidate did not verify"
             ).to_dict()
         phases = StepPhases()
-        with phases("baselines"):  # measured on first use, under the GPU lock
+        with phases("baselines"):  # measured on first use (or ahead), under the GPU lock
+            self._wait_for_baselines_ahead()
             try:
-                base = profile_mod.baselines(
-                    self._problem_path,
-                    self.device,
-                    self.protocol,
-                    self.workdir,
-                    server=self._server(wait=True),
-                )
+                base = self._baselines()
             except ProblemError as exc:
                 failed_by = (
                     exc.failed_by
@@ -446,6 +454,34 @@ class Session:
         result["phases_s"] = {**(verdict.get("phases_s") or {}), **phases.seconds}
         self._get_ready()  # for the next candidate, while this one's verdict is read
         return result
+
+    def _baselines(self) -> dict:
+        return profile_mod.baselines(
+            self._problem_path,
+            self.device,
+            self.protocol,
+            self.workdir,
+            server=self._server(wait=True),
+        )
+
+    def _measure_baselines_ahead(self) -> None:
+        """The problem's baselines, measured once in the background while sources compile
+        (_BASELINES_AHEAD); the first profile waits for them. Where they failed, the profile
+        measures them again itself and reports why."""
+        if not self._baselines_ahead or self._ahead is not None:
+            return
+        self._ahead = threading.Thread(target=self._baselines_quietly, name="baselines-ahead")
+        self._ahead.start()
+
+    def _baselines_quietly(self) -> None:
+        try:
+            self._baselines()
+        except Exception:  # noqa: BLE001 - the profile measures again and says why
+            pass
+
+    def _wait_for_baselines_ahead(self) -> None:
+        if self._ahead is not None:
+            self._ahead.join()
 
     def graph(self) -> dict:
         """The problem's Graph IR (docs/fusion.md), captured once per session (model.py is
@@ -488,6 +524,7 @@ class Session:
         }
 
     def close(self) -> None:
+        self._wait_for_baselines_ahead()  # they end in the cache, and use the fork server
         for prepared in self._prepared:
             prepared.close()
         self._prepared = []

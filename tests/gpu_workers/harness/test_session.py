@@ -6,13 +6,16 @@ harness's failure."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
 from gpu_workers.harness import session as session_mod
+from gpu_workers.harness import settings
 from gpu_workers.harness.build import workspace
 from gpu_workers.harness.judge import gpu_lock, runner_process
 from gpu_workers.harness.judge import judge as judge_mod
+from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.judge.shared_buffers import DeviceMemoryExhausted
 from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.session import Session
@@ -137,6 +140,34 @@ def test_a_steps_reference_starts_up_outside_the_gpu_lock():
         step.join(timeout=600)
         assert verdicts and verdicts[0]["ok"], verdicts
         assert "reference ready" in verdicts[0]["phases_s"]
+
+
+def test_the_baselines_are_measured_while_the_first_sources_compile(tmp_path):
+    """On a GPU the lock is idle while a run compiles (a build takes no device), so the
+    problem's baselines are measured then, in the background, and the first profile finds them
+    cached. Known-bad beside it: a session that does not measure ahead leaves nothing cached
+    when its compile returns."""
+    protocol = dataclasses.replace(
+        LOOSE, name=f"ahead-{tmp_path.name}", compile_modes=(), timing_budget_s=0.1
+    )
+    cache = settings.cache_dir() / "baselines"
+
+    def cached() -> list:
+        return list(cache.rglob(f"*-{protocol.name}-m*.json"))
+
+    source = problem_source("relu_scale")
+    with Session(source, device="cpu", protocol=protocol, baselines_ahead=False) as session:
+        workspace.copy_candidate(session.workspace, candidate_dir("cpu", "good_relu_scale"))
+        assert session.compile()["ok"] and cached() == []
+    with Session(source, device="cpu", protocol=protocol, baselines_ahead=True) as session:
+        workspace.copy_candidate(session.workspace, candidate_dir("cpu", "good_relu_scale"))
+        assert session.compile()["ok"]
+        session._wait_for_baselines_ahead()
+        assert len(cached()) == 1  # before any profile asked
+        profile = session.profile()
+        assert profile["baselines_cached"] is True, profile
+    for path in cached():
+        path.unlink()
 
 
 class _FullDevice:
