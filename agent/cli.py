@@ -96,7 +96,9 @@ def _prepare(args: argparse.Namespace):
         config = config.with_budget(max_turns=args.max_turns)
     backend = make_backend(config)
     device = settings.check_device(args.device or settings.default_device())
-    session = Session(source, device=device, protocol=protocol.by_name(args.protocol))
+    session = Session(
+        source, device=device, protocol=protocol.by_name(args.protocol), baselines_ahead=True
+    )
     problem = {"path": str(args.problem), "sha256": source_sha256(source), "device": device}
     return config, backend, session, problem
 

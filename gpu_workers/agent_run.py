@@ -99,7 +99,9 @@ def _run_agent(run: Run) -> RunResult:
         "protocol": proto.to_dict(),
     }
     recorder = TraceRecorder(run, context)
-    with Session(run.problem.source, device=device, protocol=proto) as session:
+    with Session(
+        run.problem.source, device=device, protocol=proto, baselines_ahead=True
+    ) as session:
         agent = Agent(config, backend, session, recorder, should_stop=recorder.cancel_reason)
         return agent.run()
 

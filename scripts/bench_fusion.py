@@ -38,7 +38,7 @@ def run_op(path: Path, device: str, max_turns: int | None) -> dict:
     if max_turns:
         config = config.with_budget(max_turns=max_turns)
     started = time.monotonic()
-    with Session(path.read_text(), device=device) as session:
+    with Session(path.read_text(), device=device, baselines_ahead=True) as session:
         result = Agent(config, make_backend(config), session).run()
     row = {"op": path.stem, "status": result.status, "turns": result.turns}
     row["seconds"] = round(time.monotonic() - started, 1)

@@ -174,7 +174,7 @@ def run_problem(path: Path, device: str, max_turns: int, recompile: bool) -> dic
     config = load_agent("fusion").with_budget(max_turns=max_turns)
     held_before = gpu_lock.held_seconds()
     started = time.monotonic()
-    with Session(path.read_text(), device=device) as session:
+    with Session(path.read_text(), device=device, baselines_ahead=True) as session:
         clock = StepClock(session)
         result = Agent(config, make_backend(config), clock).run()
         run_s = time.monotonic() - started

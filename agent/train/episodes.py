@@ -28,7 +28,7 @@ def run_episode(problem: dict, backend, device: str, max_turns: int) -> Episode:
     config = AgentConfig(
         name="policy", backend="policy", model="policy", budget=Budget(max_turns=max_turns)
     )
-    with Session(problem["source"], device=device) as session:
+    with Session(problem["source"], device=device, baselines_ahead=True) as session:
         result = Agent(config, backend, session).run()
     record = trajectory_record(result, config, {"name": problem.get("name", "")})
     return Episode(record, record["reward"], harness_failed(record))

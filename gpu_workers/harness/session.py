@@ -48,10 +48,10 @@ _PREPARED_PROCESSES = {"cpu": 1, "cuda": 3}
 _PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
 EAGER_ALONE_FRESH_S = 300.0
-# Whether a session measures its problem's baselines while its first sources compile
-# (Session._measure_baselines_ahead): on a GPU a build takes no lock, so the lock is idle then
-# (four runs sharing an H200 spent their first 16 s compiling with nobody timing); on the cpu
-# target a build and a timing exclude each other, so nothing is gained.
+# Whether a session that will profile (an agent's) measures its problem's baselines while its
+# first sources compile (Session._measure_baselines_ahead): on a GPU a build takes no lock, so the
+# lock is idle then (four runs sharing an H200 spent their first 16 s compiling with nobody
+# timing); on the cpu target a build and a timing exclude each other, so nothing is gained.
 _BASELINES_AHEAD = {"cpu": False, "cuda": True}
 
 
@@ -81,12 +81,14 @@ class Session:
         protocol: Protocol | None = None,
         root: Path | None = None,
         candidates: int | None = None,
-        baselines_ahead: bool | None = None,
+        baselines_ahead: bool = False,
     ):
         """`candidates`: how many candidates the caller will judge, when it knows (1 for a
         submission or a re-grade); None for an agent's session, which gets the device's pool of
-        prepared processes. `baselines_ahead`: measure the baselines while the first sources
-        compile (default: where the device gains by it, _BASELINES_AHEAD)."""
+        prepared processes. `baselines_ahead`: the caller will profile (an agent's run), so the
+        baselines are measured while the first sources compile, where the device gains by it
+        (_BASELINES_AHEAD). A session that may never profile (a test, a verify) leaves them to
+        its first profile: tests/gpu's attack sessions measured 34 problems' for nothing."""
         check_source(problem_source)
         self.device = settings.check_device(device)
         self.protocol = protocol or LOOSE
@@ -116,9 +118,7 @@ class Session:
         self._fork_server: ForkServer | None = None
         self._forking = True
         self.fork_server_why: str | None = None
-        if baselines_ahead is None:
-            baselines_ahead = _BASELINES_AHEAD[self.device]
-        self._baselines_ahead = baselines_ahead
+        self._baselines_ahead = baselines_ahead and _BASELINES_AHEAD[self.device]
         self._ahead: threading.Thread | None = None
 
     # ---- files (what the agent reads and writes) ----

@@ -142,15 +142,16 @@ def test_a_steps_reference_starts_up_outside_the_gpu_lock():
         assert "reference ready" in verdicts[0]["phases_s"]
 
 
-def test_the_baselines_are_measured_while_the_first_sources_compile(tmp_path):
-    """On a GPU the lock is idle while a run compiles (a build takes no device), so the
-    problem's baselines are measured then, in the background, and the first profile finds them
-    cached. Known-bad beside it: a session that does not measure ahead leaves nothing cached
-    when its compile returns."""
+def test_the_baselines_are_measured_while_the_first_sources_compile(tmp_path, monkeypatch):
+    """On a GPU the lock is idle while a run compiles (a build takes no device), so an agent's
+    session measures the problem's baselines then, in the background, and the first profile
+    finds them cached. Known-bad beside it: a session not asked to (a test's, a verify's) leaves
+    nothing cached when its compile returns."""
     protocol = dataclasses.replace(
         LOOSE, name=f"ahead-{tmp_path.name}", compile_modes=(), timing_budget_s=0.1
     )
     cache = settings.cache_dir() / "baselines"
+    monkeypatch.setitem(session_mod._BASELINES_AHEAD, "cpu", True)  # as on a GPU
 
     def cached() -> list:
         return list(cache.rglob(f"*-{protocol.name}-m*.json"))
