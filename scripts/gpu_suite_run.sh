@@ -16,8 +16,10 @@
 # embedded Redis; its worker sends again whatever was left waiting, gpu_workers/waiting_work.py),
 # works for at most BUDGET_S seconds, stops the stack, and writes the new state to $OUT/state/
 # and the suite's results file to $OUT/SUITE-GPU.json (webapp/leaderboard/results_file.py).
-# Copy $OUT/state/ back to .state/ before the next call; commit the results file to
-# benchmarks/results/ when the suite is done. Carry .whl/ (gpu_tests.sh's wheels, and the web
+# Copy $OUT/state/ back to .state/ before the next call, and commit the results file to
+# benchmarks/results/ after each call: the stack imports it as it starts, so a later session, whose
+# checkout has no .state/, goes on from it (import_suite attaches the sources; what was validated
+# is not validated again, what was not is sent). Carry .whl/ (gpu_tests.sh's wheels, and the web
 # stack's in .whl/web/, made with
 #   pip download -d .whl/web --only-binary=:all: --python-version 3.12 --platform any \
 #     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \

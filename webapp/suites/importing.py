@@ -22,6 +22,7 @@ from gpu_workers.harness.problem_source import ProblemError, check_source, sourc
 from webapp.accounts.service_account import service_account
 from webapp.problems.models import Problem, Visibility
 from webapp.problems.upload import upload_problem
+from webapp.problems.validation import UNFINISHED, enqueue_validation
 from webapp.suites.models import Suite, SuiteProblem
 from webapp.suites.reported import attach_reported_results
 
@@ -134,10 +135,14 @@ def _import_file(suite: Suite, owner, path: Path, position: int) -> ImportedFile
 
 def _attach_source(owner, source: str) -> Problem | None:
     """The problem a results file stored by sha256 alone, now given this source; None when there
-    is none. Its validation and results came with the file, so it is not validated again."""
+    is none. Its validation and results came with the file, so it is not validated again; one
+    the file had not finished validating (a suite exported mid-way, to go on elsewhere) is sent
+    now, since no worker could take it without its source."""
     check_source(source)
     waiting = Problem.objects.filter(owner=owner, sha256=source_sha256(source), source="").first()
     if waiting is not None:
         waiting.source = source
         waiting.save(update_fields=["source", "sha256", "updated"])
+        if waiting.status in UNFINISHED:
+            enqueue_validation(waiting)
     return waiting

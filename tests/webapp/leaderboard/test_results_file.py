@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from tests.conftest import candidate_dir
 from tests.webapp.conftest import make_problem
-from webapp import serve
+from webapp import dispatch, serve
 from webapp.leaderboard import metrics
 from webapp.leaderboard.evaluation import start_evaluation
 from webapp.leaderboard.models import Grade, GradeStatus
@@ -353,6 +353,29 @@ def test_a_problem_imported_without_source_gets_it_from_import_suite(suite, fold
     assert waiting.sha256 == data["problems"][0]["sha256"]
     assert waiting.status == ProblemStatus.VALID  # the file's validation stands
     assert [item.problem for item in files][0] == waiting
+
+
+def test_a_suite_exported_mid_validation_goes_on_once_its_sources_come(
+    suite, folder, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A suite measured on lent machines is exported after each call and goes on from the file
+    on the next machine: the problems the file had not validated are sent once import_suite
+    gives them their sources (known-bad beside them: the validated ones are not sent again)."""
+    sent: list[int] = []
+    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", sent.append)
+    last = suite.entries.order_by("position").last().problem
+    Problem.objects.filter(pk=last.pk).update(status=ProblemStatus.PENDING, reasons=[])
+    data = exported(suite)
+    assert [p["status"] for p in data["problems"]] == ["valid", "valid", "pending"]
+    empty_database()
+    import_results(data)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        import_suite(folder, SUITE)
+
+    pending = Problem.objects.get(sha256=data["problems"][2]["sha256"])
+    assert sent == [pending.pk]
+    assert pending.source and pending.status == ProblemStatus.PENDING
 
 
 def test_a_problem_without_its_source_shows_but_never_runs(suite):
