@@ -37,6 +37,11 @@ BUDGET_S=${BUDGET_S:-420}
 OUT=${OUT:-out}
 PORT=${PORT:-8000}
 export KERNELARENA_CACHE=$PWD/.cache/ka PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=webapp.settings
+# Validation takes no GPU lock and ran 11-14 s a KernelBench level 1 problem on the H200, one at
+# a time (session 36: 67 in 840 s), so two run at once; agent runs share the GPU as
+# docs/benchmarks.md measures four doing. Re-grades and baselines time alone whatever these are.
+export KERNELARENA_VALIDATION_CONCURRENCY=${VALIDATION_CONCURRENCY:-2}
+export KERNELARENA_RUN_CONCURRENCY=${RUN_CONCURRENCY:-4}
 if [ -d .whl ]; then python3 scripts/install_wheels.py .cache/site .whl .whl/web; fi
 export PYTHONPATH=$PWD/.cache/site:$PWD
 GPU=$(python3 -c 'from webapp.serve import detected_gpu_type; print(detected_gpu_type())')
