@@ -20,21 +20,31 @@ class Progress:
     total: int
     failed: int = 0  # of the done ones
     elapsed_s: float | None = None  # from the start of the work to its latest finished item
+    # of the left ones, those no worker here can take: problems a results file brought without
+    # their source (KernelBench's are not ours to ship), until import_suite attaches it
+    sourceless: int = 0
+    failed_word: str = "failed"  # what a done one that did not succeed is: validation rejects
 
     @property
     def left(self) -> int:
         return self.total - self.done
 
+    @property
+    def workable_left(self) -> int:
+        return self.left - self.sourceless
+
     def seconds_left(self) -> float | None:
-        if not self.left or not self.done or self.elapsed_s is None:
+        if not self.workable_left or not self.done or self.elapsed_s is None:
             return None
-        return self.elapsed_s / self.done * self.left
+        return self.elapsed_s / self.done * self.workable_left
 
     def line(self, what: str) -> str:
         """ "baselines: 12 of 100 done, 1 failed, about 44 min left" """
         text = f"{what}: {self.done} of {self.total} done"
         if self.failed:
-            text += f", {self.failed} failed"
+            text += f", {self.failed} {self.failed_word}"
+        if self.sourceless:
+            text += f", {self.sourceless} waiting for their source (import_suite attaches it)"
         seconds = self.seconds_left()
         if seconds is not None:
             text += f", about {duration(seconds)} left"
@@ -54,6 +64,8 @@ def problems_validation(problems, since: datetime) -> Progress:
         total=problems.count(),
         failed=done.filter(status=ProblemStatus.REJECTED).count(),
         elapsed_s=(last - since).total_seconds() if last else None,
+        sourceless=problems.exclude(pk__in=done).filter(source="").count(),
+        failed_word="rejected",
     )
 
 

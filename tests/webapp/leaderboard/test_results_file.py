@@ -38,6 +38,7 @@ from webapp.leaderboard.results_file import (
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs.lifecycle import RunRefused, start_submission
 from webapp.runs.models import Candidate, Run, RunStatus
+from webapp.suites import progress
 from webapp.suites.importing import import_suite
 from webapp.suites.models import Baseline, Evaluation, ReportedResult, Suite, SuiteProblem
 
@@ -369,6 +370,12 @@ def test_a_suite_exported_mid_validation_goes_on_once_its_sources_come(
     assert [p["status"] for p in data["problems"]] == ["valid", "valid", "pending"]
     empty_database()
     import_results(data)
+    # the suite page and the commands say why nothing moves, and wait for no worker
+    waiting = progress.validation(Suite.objects.get())
+    assert waiting.line("validation") == (
+        "validation: 2 of 3 done, 1 waiting for their source (import_suite attaches it)"
+    )
+    assert waiting.workable_left == 0 and waiting.seconds_left() is None
 
     with django_capture_on_commit_callbacks(execute=True):
         import_suite(folder, SUITE)
@@ -376,6 +383,7 @@ def test_a_suite_exported_mid_validation_goes_on_once_its_sources_come(
     pending = Problem.objects.get(sha256=data["problems"][2]["sha256"])
     assert sent == [pending.pk]
     assert pending.source and pending.status == ProblemStatus.PENDING
+    assert progress.validation(Suite.objects.get()).workable_left == 1
 
 
 def test_a_problem_without_its_source_shows_but_never_runs(suite):

@@ -224,7 +224,7 @@ def test_it_shows_each_evaluations_progress(arena):
 def test_it_shows_how_far_the_long_work_has_come(arena):
     html = section(page("/suites/level-1/"), "progress")
     naive = arena["evaluations"][2]  # the latest evaluation on cpu
-    assert "validation: 4 of 4 done, 1 failed" in html
+    assert "validation: 4 of 4 done, 1 rejected" in html
     assert "baselines on cpu: 3 of 3 done, 1 failed" in html  # P2's measurement failed
     assert f"evaluation {naive.pk} (naive): 2 of 4 done" in html  # one running, one queued
 

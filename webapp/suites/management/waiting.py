@@ -36,7 +36,7 @@ def wait_for(
         if now != last:
             out.write(progress_line(what, now, first, time.monotonic() - started))
             last = now
-        if now.left <= 0:
+        if now.workable_left <= 0:  # what has no source here waits for import_suite
             return
         if time.monotonic() > deadline:
             raise CommandError(
