@@ -2,11 +2,15 @@
 (issue 24), not a benchmark (it writes no doc).
 
     PYTHONPATH=. python3 scripts/step_anatomy.py [--device cuda] [--kernelbench .kb] [--steps 3]
+        [--fusion 23_Softmax ...]
 
 Runs verify + profile of the hand-written relu kernel (tests/fixtures/candidates/<device>/
 good_relu_scale) on the fixture problem relu_scale and, with --kernelbench, on KernelBench level 1
 19_ReLU (6 GiB tensors), `--steps` times each with a fresh candidate process (a comment changes
-the sources), `--pause` seconds after each compile (an agent reading its result). Every runner
+the sources), `--pause` seconds after each compile (an agent reading its result). `--fusion`
+adds problems (KernelBench level 1 names, or paths to .py files) judged with the fusion
+compiler's kernels for them: outputs that are not bit-exact (a softmax) take the judge's full
+output check, which a relu's never does. Every runner
 command, judge check and sandbox stop is timed on the wall clock and summed per step, so process
 starts, data movement and per-call bookkeeping show apart.
 """
@@ -23,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from agent.fusion import compile_graph  # noqa: E402
 from gpu_workers.harness import session as session_mod  # noqa: E402
 from gpu_workers.harness.judge import judge as judge_mod  # noqa: E402
 from gpu_workers.harness.judge import profile as profile_mod  # noqa: E402
@@ -101,6 +106,24 @@ def _candidate(device: str, kernelbench: bool) -> dict[str, str]:
     return files
 
 
+def _fusion_files(source: str, device: str) -> dict[str, str]:
+    """The fusion compiler's candidate for a problem, from the graph a Session captures."""
+    with session_mod.Session(source, device=device) as session:
+        graph = session.graph()
+    program = compile_graph(graph, device)
+    if program.unsupported:
+        raise SystemExit(f"the fusion compiler cannot compile it: {program.unsupported}")
+    return program.files
+
+
+def _problem_path(name: str, kernelbench: Path | None) -> Path:
+    if name.endswith(".py"):
+        return Path(name)
+    if kernelbench is None:
+        raise SystemExit(f"--fusion {name}: give --kernelbench, or a path to a .py file")
+    return kernelbench / "KernelBench" / "level1" / f"{name}.py"
+
+
 def run(label: str, source: str, files: dict[str, str], device: str, steps: int, pause: float):
     with session_mod.Session(source, device=device) as session:
         for step in range(steps):
@@ -137,6 +160,7 @@ def main() -> None:
     parser.add_argument(
         "--pause", type=float, default=0.0, help="seconds between compile and verify (an agent)"
     )
+    parser.add_argument("--fusion", nargs="*", default=[], help="problems judged fused")
     args = parser.parse_args()
     _instrument()
     shared = (args.device, args.steps, args.pause)
@@ -146,6 +170,9 @@ def main() -> None:
         problem = args.kernelbench / "KernelBench" / "level1" / "19_ReLU.py"
         files = _candidate(args.device, True)
         run("19_ReLU (KernelBench)", problem.read_text(), files, *shared)
+    for name in args.fusion:
+        source = _problem_path(name, args.kernelbench).read_text()
+        run(f"{name} (fusion)", source, _fusion_files(source, args.device), *shared)
 
 
 if __name__ == "__main__":
