@@ -15,7 +15,7 @@ from gpu_workers.harness.judge import validation as harness_validation
 from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.vocabulary import device_for
 from webapp.problems.models import Problem, ProblemStatus
-from webapp.problems.validation import UNFINISHED
+from webapp.problems.validation import HARNESS_FAILED, MACHINE_FAILED, UNFINISHED
 from webapp.work_kinds import VALIDATE
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ def validate(problem_id: int) -> str:
         return f"problem {problem_id}: stopped at the time limit"
     except Exception as exc:  # a harness failure is not the problem's fault, but must not hang
         log.exception("validating problem %s failed", problem_id)
-        mine.update(status=ProblemStatus.REJECTED, reasons=[f"the validator failed: {exc}"])
+        mine.update(status=ProblemStatus.REJECTED, reasons=[f"{HARNESS_FAILED}: {exc}"])
         return f"problem {problem_id}: validator error"
     fields = {"validated_on": gpu_type, "reasons": report.reasons}
     if report.ok:
@@ -63,10 +63,7 @@ def _validate_retrying(source: str, device: str):
         return report
     report = harness_validation.validate(source, device, LOOSE)
     if not report.ok and report.failed_by == failure.INFRASTRUCTURE:
-        report.reasons = [
-            f"the worker could not validate it, twice (not a defect of the problem): {reason}"
-            for reason in report.reasons
-        ]
+        report.reasons = [f"{MACHINE_FAILED}: {reason}" for reason in report.reasons]
     return report
 
 

@@ -1,15 +1,19 @@
-"""A suite's results on one GPU type as a Markdown report (per problem, then the board, the
-results under review, the reported rows and the definitions) and as CSV. The numbers are the
-board's own (metrics.board, problem_results): the report recomputes nothing."""
+"""A suite's results on one GPU type as a Markdown report (what became of its problems, per
+problem, then the board, the results under review, the reported rows and the definitions) and as
+CSV. The numbers are the board's own (metrics.board, problem_results): the report recomputes
+nothing."""
 
 from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 
 from webapp.leaderboard import metrics
 from webapp.leaderboard.formatting import format_metric
 from webapp.leaderboard.problem_results import problem_results
+from webapp.problems.models import ProblemStatus
+from webapp.problems.validation import UNFINISHED, rejection_cause
 from webapp.suites.models import Baseline, Suite
 
 BOARD_COLUMNS = [key for key, _, _ in metrics.DEFINITIONS]
@@ -50,10 +54,13 @@ def markdown(suite: Suite, gpu_type: str, protocol: str | None = None, command: 
         lines += [f"Made by `{command}`.", ""]
     lines += [
         environment_line(suite, gpu_type, protocol),
-        f"{board['problems']} valid problems. Cells: time in ms (speedup vs torch.compile). "
-        "Only re-graded, clean results count.",
+        "",
+        *problems_section(suite, gpu_type, protocol),
         "",
         "## Per problem",
+        "",
+        f"{board['problems']} valid problems. Cells: time in ms (speedup vs torch.compile). "
+        "Only re-graded, clean results count.",
         "",
     ]
     headings = ["problem", "eager ms", "compile ms", "max-autotune ms", "SOL ms", *labels]
@@ -67,6 +74,42 @@ def markdown(suite: Suite, gpu_type: str, protocol: str | None = None, command: 
     lines += _under_review(board) + _reported(board) + ["", "## Definitions", ""]
     lines += [f"- **{heading}**: {text}" for _, heading, text in metrics.DEFINITIONS]
     return "\n".join(lines) + "\n"
+
+
+_CAUSES = {
+    "defect": "rejected for a defect of its own",
+    "limit": "stopped at the validation time limit (a hang, or too slow to validate)",
+    "machine": "lost to the harness or the machine (not a defect of the problem)",
+}
+
+
+def problems_section(suite: Suite, gpu_type: str, protocol: str) -> list[str]:
+    """What became of the suite's problems: imported, valid, rejected by cause (each with its
+    reasons), not validated yet, and how many valid ones have their baselines on `gpu_type`."""
+    entries = list(
+        suite.entries.order_by("position").values("name", "problem__status", "problem__reasons")
+    )
+    rejected = [e for e in entries if e["problem__status"] == ProblemStatus.REJECTED]
+    causes = Counter(rejection_cause(e["problem__reasons"]) for e in rejected)
+    valid = suite.valid_problems()
+    baselined = Baseline.objects.filter(
+        problem__in=valid, gpu_type=gpu_type, protocol=protocol, measured__isnull=False, error=""
+    ).count()
+    counts = [
+        f"{len(entries)} imported",
+        f"{valid.count()} valid",
+        *(f"{causes[cause]} {text}" for cause, text in _CAUSES.items()),
+        f"{sum(e['problem__status'] in UNFINISHED for e in entries)} not validated yet",
+        f"baselines on {gpu_type}: {baselined} of {valid.count()}",
+    ]
+    lines = ["## Problems", "", "; ".join(counts) + "."]
+    if rejected:
+        rows = [
+            [e["name"], rejection_cause(e["problem__reasons"]), "; ".join(e["problem__reasons"])]
+            for e in rejected
+        ]
+        lines += [""] + _table(["rejected", "cause", "reasons"], rows)
+    return lines
 
 
 def _problem_row(problem: dict, labels: list[str]) -> list[str]:

@@ -20,6 +20,21 @@ from webapp.work_kinds import VALIDATE
 
 # States a problem's validation is not done in: waiting for a worker, or running on one.
 UNFINISHED = (ProblemStatus.PENDING, ProblemStatus.VALIDATING)
+# How a rejection the worker's machine caused begins (out of memory, a reference killed, twice):
+# a report counts such problems as lost to the machine, not as defects of their own.
+MACHINE_FAILED = "the worker could not validate it, twice (not a defect of the problem)"
+HARNESS_FAILED = "the validator failed"  # the harness raised: its own bug, never the problem's
+
+
+def rejection_cause(reasons: list[str]) -> str:
+    """Why a rejected problem was rejected: "machine" (the worker's or the harness's failure),
+    "limit" (its validation ran out of time: a hang, or too slow to validate) or "defect" (its
+    own)."""
+    if any(reason.startswith((MACHINE_FAILED, HARNESS_FAILED)) for reason in reasons):
+        return "machine"
+    if VALIDATE.limit_reached() in reasons:
+        return "limit"
+    return "defect"
 
 
 def enqueue_validation(problem: Problem) -> None:
