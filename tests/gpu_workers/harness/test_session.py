@@ -55,7 +55,10 @@ def test_each_candidate_runs_in_a_fresh_process_prepared_before_its_step():
         first = session.verify()
         assert first["ok"], first
         assert session._prepared == [] and _stopped(first_process)  # used once, then gone
-        assert session.profile()["ok"]
+        # timed, clean or not: a busy host may hold a profile for review (drift, the clock),
+        # which is not what this test of processes judges (a busy CI run failed it so)
+        profiled = session.profile()
+        assert profiled.get("candidate_ms"), profiled
         [second_process] = session._prepared  # the next candidate's, after the profile
         assert second_process.proc.pid != first_process.proc.pid
         _edit(session, "second candidate")
