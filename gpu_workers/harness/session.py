@@ -205,8 +205,10 @@ class Session:
                     self._reference_up()
                 with phases("lock wait"):
                     held.enter_context(gpu_lock.hold(self.device))
-                verdict, measured = self._judged_attempts(judge, runner, extension_dir, phases)
-                result = verdict.to_dict()
+                verdict, measured, attempts = self._judged_attempts(
+                    judge, runner, extension_dir, phases
+                )
+                result = {**verdict.to_dict(), "measurement_attempts": attempts}
             except RunnerError as failed:  # the candidate's load raised, or the reference
                 result, measured = self._failure(failed), None
             finally:
@@ -221,7 +223,7 @@ class Session:
         with phases("reference start"):
             reference = self._reference_runner()
         verdict, measured = None, None
-        for attempt in range(MEASUREMENT_ATTEMPTS):
+        for attempt in range(MEASUREMENT_ATTEMPTS):  # returns how many it took
             if attempt:
                 with phases("candidate ready"):
                     runner = self._ready_candidate()
@@ -234,7 +236,7 @@ class Session:
                 with phases("trials"):
                     verdict = verdict or verify_mod.trials(judge, reference, candidate)
                 if not verdict.ok:
-                    return verdict, None
+                    return verdict, None, attempt + 1
                 with phases("timing"):
                     measured = profile_mod.time_candidate(judge, reference, candidate, alone)
                 clock_record.append(self._measured_what, self.device, measured)
@@ -244,7 +246,7 @@ class Session:
                     shutil.rmtree(runner.stage, ignore_errors=True)
             if not measured.disturbed(self.protocol):
                 break
-        return verdict, measured
+        return verdict, measured, attempt + 1
 
     def _measured_what(self) -> dict:
         """Which problem and sources a measurement was of, by digest (clock_record)."""

@@ -6,8 +6,9 @@ was bounded only by its step's timeout, time enough to take every pid of the hos
 A watcher thread per sandbox reads /proc/loadavg (the host's task count, one small read) every
 PERIOD_S; only when the host has gained more tasks than the sandbox may hold does it count the
 sandbox's own (its init and every descendant, in /proc), and kills the whole pid namespace
-through the init's pidfd when they are too many. A fork bomb gets PERIOD_S, a few thousand
-processes, before it ends; an honest step pays one read of /proc/loadavg per period."""
+through the init's pidfd when they are too many. A fork bomb gets PERIOD_S (and however long a
+busy host keeps the watcher from running), a few thousand processes, before it ends; an honest
+step pays one read of /proc/loadavg per period."""
 
 from __future__ import annotations
 
@@ -63,7 +64,11 @@ class ProcessWatch:
 
     def _watch(self) -> None:
         while not self._stop.wait(PERIOD_S):
-            if host_tasks() - self._baseline <= self.limit:
+            tasks = host_tasks()
+            # the host's other work may end while the sandbox grows: gains count from the least
+            # the host held, so what others gave up is never room for the sandbox
+            self._baseline = min(self._baseline, tasks)
+            if tasks - self._baseline <= self.limit:
                 continue
             if not os.path.exists(f"/proc/{self._pid}"):
                 return

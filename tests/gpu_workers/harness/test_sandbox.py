@@ -423,6 +423,7 @@ try:
             time.sleep(60)
             os._exit(0)
         started += 1
+        time.sleep(0.005)  # paced: 3 s to reach 600, many watcher periods on a busy host
 except OSError as exc:  # RLIMIT_NPROC, where the worker is not root
     print("refused", exc, flush=True)
     sys.exit(0)
@@ -432,7 +433,10 @@ print("started", started, flush=True)
 
 def test_a_fork_bomb_is_stopped_at_the_process_limit(tmp_path):
     """RLIMIT_NPROC does not bind uid 0 (a GPU host's worker): the worker counts a sandbox's
-    processes itself and kills its pid namespace past the limit."""
+    processes itself and kills its pid namespace past the limit. The watcher looks every
+    census.PERIOD_S, so an unpaced bomb gets that long (a few hundred forks); the bomb here is
+    paced so that reaching 600 takes many periods even where a busy host delays the watcher (an
+    unpaced one outran it on a landing CI run)."""
     result = run_python(FORK_BOMB, tmp_path, processes=100, timeout_s=60)
     assert "started 600" not in result.stdout
     assert result.failure() == "killed for starting more than 100 processes" or (

@@ -66,8 +66,11 @@ def test_each_candidate_runs_in_a_fresh_process_prepared_before_its_step():
         second = session.verify()
         assert second["ok"], second
         assert _stopped(second_process)
-        # eager alone was timed on the session's first step and stands for the next one
-        assert "eager alone" in first["phases_s"] and "eager alone" not in second["phases_s"]
+        # eager alone was timed on the session's first step and stands for the next one, unless
+        # a busy host disturbed the next one's measurement: its retry times eager alone afresh
+        assert "eager alone" in first["phases_s"]
+        retried = second["measurement_attempts"] > 1
+        assert ("eager alone" in second["phases_s"]) == retried, second
 
 
 def test_a_gpu_hosts_pool_keeps_processes_starting_while_steps_are_judged(monkeypatch):
