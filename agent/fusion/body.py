@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.fusion import expressions
-from agent.fusion.ir import Ref, Term, broadcast_terms, flat_index, numel
-from agent.fusion.plan import Kernel, Plan, pick_geometry
+from agent.fusion.ir import Ref, Term, broadcast_terms, flat_index, numel, permuted_terms
+from agent.fusion.plan import Kernel, Plan, permutation, pick_geometry
 from agent.fusion.program import Param
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's eps=None
@@ -276,7 +276,18 @@ class _Lowering:
             return body.op(node.op, args, level, node.attrs)
         if node.op == "pick":
             return self.pick(node, level)
+        if node.op == "permute":
+            return self.permute(node, level)
         return self.lower_row_op(node)
+
+    def permute(self, node, level: str) -> int:
+        """x read at each element's permuted position, where x lies in memory."""
+        x_ref = node.args[0]
+        terms = permuted_terms(self.graph.shape_of(x_ref), permutation(self.graph, node))
+        x = self.plan.resolve(x_ref)
+        dtype = self.graph.dtype_of(x)
+        total = numel(node.shape)
+        return self.body.load(buffer_name(x, self.names), terms, total, level, dtype)
 
     def pick(self, node, level: str) -> int:
         x, index = (self.plan.resolve(a) for a in node.args)

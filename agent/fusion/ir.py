@@ -227,6 +227,27 @@ def broadcast_terms(operand: tuple[int, ...], space: tuple[int, ...]) -> tuple[T
     return tuple(reversed(terms))
 
 
+def permuted_terms(operand: tuple[int, ...], dims: tuple[int, ...]) -> tuple[Term, ...]:
+    """How a contiguous operand of shape `operand` is read from the flat index of its permutation
+    (dim k of the result is the operand's dim `dims[k]`): one term per result dim, each the
+    operand's stride along it; runs that stay in order merge (a permutation that keeps the
+    trailing dims reads them as one contiguous term)."""
+    strides = [numel(operand[d + 1 :]) for d in range(len(operand))]
+    result = [operand[d] for d in dims]
+    terms: list[Term] = []
+    for k in reversed(range(len(dims))):
+        if result[k] == 1:
+            continue
+        term = Term(numel(result[k + 1 :]), result[k], strides[dims[k]])
+        if terms and terms[-1].div * terms[-1].mod == term.div:
+            inner = terms[-1]
+            if inner.mult * inner.mod == term.mult:
+                terms[-1] = Term(inner.div, inner.mod * term.mod, inner.mult)
+                continue
+        terms.append(term)
+    return tuple(reversed(terms))
+
+
 def is_identity(terms: tuple[Term, ...], total: int) -> bool:
     """The terms read the operand at the space's own flat index (a full-size operand)."""
     return total <= 1 and not terms or terms == (Term(1, total, 1),)

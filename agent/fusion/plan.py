@@ -21,6 +21,8 @@ starts a new kernel:
   output; nothing else joins these;
 - `pick` (x's element at an int64 index along a dim: cross-entropy's target logit) is computed
   like a pointwise op, reading x where it lies in memory, so x comes from another kernel;
+- `permute` (a transpose) is too: each element reads x at its permuted position, where x lies in
+  memory (a GEMM's transposed operand is such a copy, made by the kernel before it);
 - reshape and identity are free: they alias the buffer of their input.
 
 A node may join kernel K only when every other kernel it reads from comes earlier than K, so
@@ -47,6 +49,9 @@ STANDALONE = {"cumsum": "scan", "cumprod": "scan", "argmax": "arg_reduction",
               "argmin": "arg_reduction", "max_pool": "pooling", "avg_pool": "pooling"}  # fmt: skip
 LAYOUT = frozenset({"reshape", "identity"})
 PICK = "pick"
+PERMUTE = "permute"
+# ops computed per element from x where it lies in memory: x is never computed in their kernel
+READ_IN_PLACE = frozenset({PICK, PERMUTE})
 # The IR dtypes a kernel reads or writes besides float32: a pointwise op reads a bool as 0 or 1
 # (x * mask), pick reads an int64 index, argmax / argmin write int64, reshape passes any through.
 DTYPES = ("float32", "int64", "bool")
@@ -228,6 +233,18 @@ def pick_geometry(graph: Graph, node: Node) -> tuple[int, int]:
     return shape[dim], numel(shape[dim + 1 :])
 
 
+def permutation(graph: Graph, node: Node) -> tuple[int, ...]:
+    """permute(x)'s `dims`: dim k of the output is x's dim dims[k]."""
+    if not node.args or not node.args[0].is_tensor:
+        raise Unplaceable("its input is not a tensor")
+    shape, dims = graph.shape_of(node.args[0]), node.attrs.get("dims")
+    if not isinstance(dims, list) or sorted(dims) != list(range(len(shape))):
+        raise Unplaceable(f"dims {dims!r} are not a permutation of {len(shape)} dims")
+    if tuple(shape[d] for d in dims) != tuple(node.shape):
+        raise Unplaceable(f"{list(shape)} permuted by {dims} is not {list(node.shape)}")
+    return tuple(dims)
+
+
 def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
     args = list(node.args) + [Ref("none")] * 3
     a, b = args[0], args[1]
@@ -304,7 +321,7 @@ def _check_dtypes(graph: Graph, node: Node) -> None:
 
 
 def _check_node(graph: Graph, node: Node) -> None:
-    known = POINTWISE_OPS | ROW_OPS | set(STANDALONE) | MATMULS | LAYOUT | {PICK}
+    known = POINTWISE_OPS | ROW_OPS | set(STANDALONE) | MATMULS | LAYOUT | READ_IN_PLACE
     if node.op not in known:
         raise Unplaceable("no kernel template for this op")
     _check_dtypes(graph, node)
@@ -330,6 +347,8 @@ def _check_node(graph: Graph, node: Node) -> None:
         pool_geometry(graph, node)
     elif node.op == PICK:
         pick_geometry(graph, node)
+    elif node.op == PERMUTE:
+        permutation(graph, node)
     elif node.op in ROW_OPS or node.op in SCANS or node.op in ARG_REDUCTIONS:
         row_geometry(graph, node)
         if node.op in ("layer_norm", "rms_norm"):
@@ -411,7 +430,7 @@ class _Planner:
             return None
         total = numel(node.shape)
         inside = self.in_kernel_args(node, kernel)
-        if node.op == PICK and inside:  # it reads x where x lies in memory
+        if node.op in READ_IN_PLACE and inside:  # it reads x where x lies in memory
             return None
         shape_of = self.graph.shape_of
 

@@ -27,6 +27,8 @@ def _flat_access(node: BNode) -> str:
         return "lanes"
     if not inner:
         return "splat"
+    if inner[0].mult != 1:  # a transposed read: consecutive elements lie apart
+        return "lanes"
     vec = node.dtype == "float32" and (inner[0].mod % 4 == 0 or inner[0].mod == node.total)
     return "vec" if vec else "lanes"
 

@@ -175,7 +175,7 @@ class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering):
             elif isinstance(value, fx.Node) and value in self.pending:
                 self._report(value, "returns values and indices; only its values ([0]) lower")
             elif isinstance(value, fx.Node) and value in self.transposed:
-                self._report(value, "transposes and permutes are not supported in v1")
+                outputs.append(self._weight_permuted(value))
             elif isinstance(value, fx.Node) and value in self.deferred:
                 self._report(value, f"{self.deferred[value].what} {HELD}")
             else:
@@ -236,9 +236,7 @@ class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering):
             if value in self.static:
                 return self._const(self.static[value])
             if value in self.transposed:  # w.t() used other than as x @ w.t()
-                self._report(value, "transposes and permutes are not supported in v1")
-                del self.transposed[value]
-                raise _Skip
+                return self._weight_permuted(value)
             if value in self.pending:
                 self._report(value, "returns values and indices; only its values ([0]) lower")
                 del self.pending[value]
@@ -581,11 +579,24 @@ class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering):
         self._emit(node, "identity", [self._tensor(x)])
 
     def _lower_transpose(self, node: fx.Node, bound: dict) -> None:
+        """x.t(), x.T, x.mT, x.transpose(a, b), x.permute(...): a permute (a copy the planner
+        places; the identity permutation is an identity). A 2-D parameter's transpose waits to
+        see whether it is x @ w.t() (a linear, no copy)."""
         source = node.args[0] if node.args else node.kwargs.get("input")
         if self._is_weight_transpose(node, source):
             self.transposed[node] = self.refs[source]["param"]
             return
-        raise Unsupported("transposes and permutes are not supported in v1")
+        dims = _permutation(node, _ndim(source), self._value)
+        if dims == list(range(len(dims))):
+            self._emit(node, "identity", [self._tensor(source)])
+            return
+        self._emit(node, "permute", [self._tensor(source)], {"dims": dims})
+
+    def _weight_permuted(self, node: fx.Node) -> dict:
+        """A parameter's w.t() read other than as x @ w.t(): the permute, emitted at first use."""
+        weight = self.transposed.pop(node)
+        self._emit(node, "permute", [{"param": weight}], {"dims": [1, 0]})
+        return self.refs[node]
 
     def _is_weight_transpose(self, node: fx.Node, source) -> bool:
         """w.t(), w.T, w.transpose(0, 1), w.permute(1, 0) of a 2-D parameter."""
@@ -808,6 +819,37 @@ def _ndim(node) -> int:
 def _meta_dtype(node) -> str | None:
     meta = node.meta.get("tensor_meta") if isinstance(node, fx.Node) else None
     return dtype_name(meta.dtype) if hasattr(meta, "dtype") else None
+
+
+def _permutation(node: fx.Node, ndim: int, value) -> list[int]:
+    """Which input dim each output dim of a transpose or permute call is (`value` gives the
+    Python value of a dims argument)."""
+    dims = list(range(ndim))
+    if node.op == "call_function" and node.target is builtins.getattr:
+        name = node.args[1]
+        if name == "T" or (name in ("H",) and ndim == 2):
+            return dims[::-1]
+        if name in ("mT", "mH") and ndim >= 2:
+            dims[-2], dims[-1] = dims[-1], dims[-2]
+            return dims
+        raise Unsupported(f"the tensor attribute .{name} of a {ndim}-d tensor is {UNSUPPORTED}")
+    name = node.target if node.op == "call_method" else node.target.__name__
+    keywords = [node.kwargs[k] for k in ("dim0", "dim1", "dims") if k in node.kwargs]
+    given = list(node.args[1:]) + keywords
+    rest = [value(d) for d in given]
+    if len(rest) == 1 and isinstance(rest[0], list | tuple):
+        rest = list(rest[0])
+    if not all(isinstance(d, int) for d in rest):
+        raise Unsupported(f"{name} with dims {rest}")
+    if name == "t":
+        return dims[::-1] if ndim == 2 else dims
+    if name in ("transpose", "swapaxes", "swapdims") and len(rest) == 2:
+        a, b = (_normalise(d, ndim) for d in rest)
+        dims[a], dims[b] = dims[b], dims[a]
+        return dims
+    if name == "permute" and sorted(_normalise(d, ndim) for d in rest) == dims:
+        return [_normalise(d, ndim) for d in rest]
+    raise Unsupported(f"{name} with dims {rest} of a {ndim}-d tensor")
 
 
 def _normalise(dim: int, ndim: int) -> int:

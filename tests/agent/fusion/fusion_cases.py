@@ -894,6 +894,61 @@ def cross_entropy(rows: int = 300, classes: int = 1029) -> Case:
     return _captured_case("cross_entropy", problem, kinds, nodes)
 
 
+PERMUTES_MODEL = '''class Model(nn.Module):
+    """Transposes and permutes: KernelBench's transposed matmuls (16, 18), a softmax over a
+    transposed view, a permute before an activation, a parameter's w.t() added (not a linear)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn({b}, {c}))
+
+    def forward(self, a, b, m, x):
+        return (
+            torch.matmul(a.T, b),
+            torch.matmul(a.T, m.T),
+            torch.softmax(x.transpose(1, 2), dim=-1) * 2.0,
+            x.permute(2, 0, 1).relu(),
+            x.mT + self.w.t(),
+        )
+
+
+def get_inputs():
+    return [
+        torch.randn({k}, {m}),
+        torch.randn({k}, {n}),
+        torch.randn({n}, {k}),
+        torch.randn({a}, {b}, {c}),
+    ]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def permutes(k: int = 24, m: int = 20, n: int = 36, a: int = 3, b: int = 7, c: int = 12) -> Case:
+    """Each transpose a copy reading its operand at the permuted position: before a GEMM (an
+    operand), before a row kernel (its prologue), before a pointwise op, and a parameter's."""
+    problem = HEADER + PERMUTES_MODEL.format(k=k, m=m, n=n, a=a, b=b, c=c)
+    # fx traces each `a.T` apart: two copies; x.mT and w.t() are copies of their own (a node
+    # that reads only inputs and parameters starts a kernel), the add reads both
+    kinds = ("pointwise", "gemm", "pointwise", "pointwise", "gemm", "row_reduction",
+             "pointwise", "pointwise", "pointwise", "pointwise")  # fmt: skip
+    nodes = (
+        ("getattr_1",),
+        ("matmul",),
+        ("getattr_2",),
+        ("getattr_3",),
+        ("matmul_1",),
+        ("transpose", "softmax", "mul"),
+        ("permute", "relu"),
+        ("getattr_4",),
+        ("t",),
+        ("add",),
+    )
+    return _captured_case("permutes", problem, kinds, nodes)
+
+
 def shape_branching() -> Case:
     """A forward that branches on a shape and makes a size a Python int: captured by TorchDynamo
     (symbolic_trace cannot follow it), then planned like any other graph."""
@@ -923,7 +978,14 @@ AXIS = [
 ]
 NORMS = [norm_layers(), losses()]
 SCANS = [scans()]
-COVERAGE = [arg_reductions(), kernelbench_scans(), pooling(), cross_entropy(), shape_branching()]
+COVERAGE = [
+    arg_reductions(),
+    kernelbench_scans(),
+    pooling(),
+    cross_entropy(),
+    shape_branching(),
+    permutes(),
+]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 
 # dims 0 and 2 keep dim 1 between them: not one block of reduced dims

@@ -24,7 +24,14 @@ from fusion_cases import (
 )
 
 from agent.fusion import FusionProgram, compile_graph
-from agent.fusion.ir import Term, broadcast_terms, flat_index, parse_graph, split_rows
+from agent.fusion.ir import (
+    Term,
+    broadcast_terms,
+    flat_index,
+    parse_graph,
+    permuted_terms,
+    split_rows,
+)
 from agent.fusion.plan import plan_graph
 from gpu_workers.harness.judge.source_gate import check_sources
 
@@ -322,6 +329,31 @@ def test_broadcast_terms():
     assert flat_index((Term(60, 8, 10), Term(1, 10, 1)), 480, "i") == "(i / 60) * 10 + i % 10"
     split = split_rows((Term(1, 256, 1),), 64 * 256, 256)
     assert split.col == 1 and split.row_terms == ()
+
+
+def test_permuted_terms():
+    # [2, 3, 4] with dims (2, 0, 1): element (k, i, j) of the [4, 2, 3] result is x[i, j, k]
+    terms = permuted_terms((2, 3, 4), (2, 0, 1))
+    assert terms == (Term(6, 4, 1), Term(1, 6, 4))  # i and j stay in order: one run
+    result = [[[i * 12 + j * 4 + k for j in range(3)] for i in range(2)] for k in range(4)]
+    flat = [v for plane in result for row in plane for v in row]
+    assert [sum((f // t.div) % t.mod * t.mult for t in terms) for f in range(24)] == flat
+    # dims that stay in order merge: a [B, S, H, D] -> [B, H, S, D] keeps D contiguous
+    assert permuted_terms((2, 5, 3, 8), (0, 2, 1, 3))[-1] == Term(1, 8, 1)
+    assert permuted_terms((2, 3, 4), (0, 1, 2)) == (Term(1, 24, 1),)  # the identity: one run
+    # known-bad: a transpose is not a broadcast
+    assert permuted_terms((3, 4), (1, 0)) != broadcast_terms((4, 3), (4, 3))
+
+
+def test_a_permute_that_is_not_a_permutation_is_refused():
+    bad = graph(
+        [tensor("x", [4, 8])], [], [node("p", "permute", [inp("x")], [8, 4], dims=[1, 1])], ["p"]
+    )
+    assert any("not a permutation" in r for r in compile_graph(bad, "cpu").unsupported)
+    good = graph(
+        [tensor("x", [4, 8])], [], [node("p", "permute", [inp("x")], [8, 4], dims=[1, 0])], ["p"]
+    )
+    assert compile_graph(good, "cpu").unsupported == []
 
 
 def test_program_type():
