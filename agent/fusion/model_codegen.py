@@ -78,7 +78,13 @@ def _launch_args(sources: list[KernelSource]) -> list[tuple[str, str, int]]:
 
 
 def _prototype(s: KernelSource, target: str) -> str:
-    ptrs = [f"{'const ' if p.role == 'in' else ''}{p.c_type}* {p.buffer}" for p in s.params]
+    # a GEMM of a tensor with itself (v @ v, x.T @ x) passes one buffer as both operands
+    names = [p.buffer if p.buffer not in [q.buffer for q in s.params[:i]] else f"{p.buffer}_{i}"
+             for i, p in enumerate(s.params)]  # fmt: skip
+    ptrs = [
+        f"{'const ' if p.role == 'in' else ''}{p.c_type}* {name}"
+        for p, name in zip(s.params, names, strict=True)
+    ]
     knobs = [f"{'int' if target == 'cuda' else 'int64_t'} {k}" for k in s.launch]
     if target == "cuda":
         args = ", ".join([*ptrs, *knobs, "cudaStream_t stream"])

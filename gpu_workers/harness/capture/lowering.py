@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
+from gpu_workers.harness.capture.contractions import ContractionLowering
 from gpu_workers.harness.capture.losses import LossLowering
 from gpu_workers.harness.capture.norms import NormLowering
 from gpu_workers.harness.capture.ops import (
@@ -46,7 +47,7 @@ class _Skip(Exception):
     """This node depends on one already reported: skip it without a second entry."""
 
 
-class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering):
+class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering, ContractionLowering):
     def __init__(
         self,
         traced: fx.GraphModule,

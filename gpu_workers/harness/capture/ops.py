@@ -41,6 +41,8 @@ _MAX_POOL = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode
 _AVG_POOL = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
              "divisor_override")  # fmt: skip
 _LIKE = ("input", "dtype", "layout", "device", "requires_grad", "memory_format")
+# F.scaled_dot_product_attention(query, key, value, ...): the query is bound as "input"
+_ATTENTION = ("input", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 
 def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
@@ -140,6 +142,8 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             operator.matmul: ("matmul", ("input", "other")),
             torch.mm: ("mm", ("input", "mat2")),
             torch.bmm: ("bmm", ("input", "mat2")),
+            torch.einsum: ("einsum", None),
+            F.scaled_dot_product_attention: ("scaled_dot_product_attention", _ATTENTION),
             torch.reshape: ("reshape", None),
             torch.flatten: ("reshape", None),
             torch.unsqueeze: ("reshape", None),

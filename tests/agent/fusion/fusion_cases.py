@@ -949,6 +949,82 @@ def permutes(k: int = 24, m: int = 20, n: int = 36, a: int = 3, b: int = 7, c: i
     return _captured_case("permutes", problem, kinds, nodes)
 
 
+CONTRACTIONS_MODEL = '''class Model(nn.Module):
+    """einsum as KernelBench's 11 writes it and in other forms (a bmm, a transposed operand, a
+    matrix-vector product, a dot product, a sum, a permute), and attention (KernelBench 97)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b, x, y, m, v, q, k, w):
+        return (
+            torch.einsum("bijl,lk->bijk", a, b),
+            torch.einsum("bij,bjk->bik", x, y),
+            torch.einsum("ik,jk->ij", m, b.T),
+            torch.einsum("ij,j->i", m, v),
+            torch.einsum("i,i", v, v),
+            torch.einsum("ij->j", m),
+            torch.einsum("ij->ji", m),
+            torch.einsum("bhqd,bhkd->bhqk", q, k),
+            torch.nn.functional.scaled_dot_product_attention(q, k, w),
+            torch.nn.functional.scaled_dot_product_attention(q, k, w, scale=0.5),
+        )
+
+
+def get_inputs():
+    return [
+        torch.randn(2, 3, 4, 6),
+        torch.randn(6, 5),
+        torch.randn(3, 4, 7),
+        torch.randn(3, 7, 2),
+        torch.randn(9, 6),
+        torch.randn(6),
+        torch.randn(2, 3, 5, 8),
+        torch.randn(2, 3, 5, 8),
+        torch.randn(2, 3, 5, 4),
+    ]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def contractions() -> Case:
+    """einsum and attention lowered to matmuls between permutes and reshapes."""
+    problem = HEADER + CONTRACTIONS_MODEL
+    attention = ("key_t",), ("scores", "scaled"), ("weights",)
+    nodes = [
+        ("einsum.product", "einsum.product_shaped", "einsum"),  # reshapes alias: one GEMM
+        ("einsum_1.product", "einsum_1.product_shaped", "einsum_1"),
+        ("getattr_1",),  # b.T, then permuted back for "ik,jk": two copies
+        ("einsum_2.b_permuted",),
+        ("einsum_2.product", "einsum_2.product_shaped", "einsum_2"),
+        ("einsum_3.product", "einsum_3.product_shaped", "einsum_3"),
+        ("einsum_4.product", "einsum_4.product_shaped", "einsum_4"),
+        ("einsum_5.sum0", "einsum_5"),
+        ("einsum_6",),
+        ("einsum_7.b_permuted", "einsum_7.b_matrix"),
+        ("einsum_7.product", "einsum_7.product_shaped", "einsum_7"),
+    ]
+    for call in ("scaled_dot_product_attention", "scaled_dot_product_attention_1"):
+        nodes += [tuple(f"{call}.{step}" for step in steps) for steps in attention] + [(call,)]
+    kinds = (
+        "gemm",
+        "gemm",
+        "pointwise",
+        "pointwise",
+        "gemm",
+        "gemm",
+        "gemm",
+        "axis_reduction",
+        "pointwise",
+        "pointwise",
+        "gemm",
+    ) + ("pointwise", "gemm", "row_reduction", "gemm") * 2
+    return _captured_case("contractions", problem, kinds, tuple(nodes))  # fmt: skip
+
+
 def shape_branching() -> Case:
     """A forward that branches on a shape and makes a size a Python int: captured by TorchDynamo
     (symbolic_trace cannot follow it), then planned like any other graph."""
@@ -985,6 +1061,7 @@ COVERAGE = [
     cross_entropy(),
     shape_branching(),
     permutes(),
+    contractions(),
 ]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 

@@ -395,6 +395,54 @@ def test_transposes_and_permutes_lower_to_permute_and_a_weights_elsewhere_too():
     assert [q["shape"] for q in ir["nodes"]][1:3] == [[8, 3, 1], [3, 8, 1]]
 
 
+def test_einsum_lowers_to_a_matmul_between_reshapes_and_what_it_cannot_is_named():
+    class M(nn.Module):
+        def forward(self, a, b):
+            return (
+                torch.einsum("bij,jk->bik", a, b),  # KernelBench 11's form: one GEMM
+                torch.einsum("bii->bi", a),  # a diagonal
+                torch.einsum("...j,jk->...k", a, b),  # an ellipsis
+                torch.einsum("bij,jk,kl->bil", a, b, b.T),  # three operands
+            )
+
+    ir = lower(M(), torch.randn(2, 3, 3), torch.randn(3, 3))
+    assert ops(ir)[:3] == [
+        ("einsum.a_matrix", "reshape", [i("a")], {"shape": [6, 3]}),
+        ("einsum.product", "matmul", [n("einsum.a_matrix"), i("b")], {}),
+        ("einsum.product_shaped", "reshape", [n("einsum.product")], {"shape": [2, 3, 3]}),
+    ]
+    assert ir["nodes"][3]["name"] == "einsum" and ir["nodes"][3]["op"] == "identity"
+    reasons = [r for r in ir["unsupported"] if r.startswith("einsum")]
+    assert len(reasons) == 3, ir["unsupported"]
+    assert "repeated or missing letters" in reasons[0]
+    assert "ellipsis" in reasons[1] and "einsum of 3 operands" in reasons[2]
+
+
+def test_attention_lowers_to_scores_softmax_and_values_and_a_mask_is_named():
+    class M(nn.Module):
+        def forward(self, q, k, v):
+            return (
+                F.scaled_dot_product_attention(q, k, v),
+                F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            )
+
+    ir = lower(M(), torch.randn(2, 5, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 4))
+    steps = [(q["name"], q["op"], q["attrs"], q["shape"]) for q in ir["nodes"]]
+    call = "scaled_dot_product_attention"
+    assert steps == [
+        (f"{call}.key_t", "permute", {"dims": [0, 2, 1]}, [2, 8, 6]),
+        (f"{call}.scores", "matmul", {}, [2, 5, 6]),
+        (f"{call}.scaled", "mul", {}, [2, 5, 6]),
+        (f"{call}.weights", "softmax", {"dim": 2}, [2, 5, 6]),
+        (call, "matmul", {}, [2, 5, 4]),
+    ]
+    assert ir["nodes"][2]["args"][1] == c(1 / 8**0.5)
+    assert ir["unsupported"] == [
+        f"{call} (call_function torch.nn.functional.{call}): attention with a mask or "
+        "is_causal is not supported by the fusion compiler"
+    ]
+
+
 def test_scalars_keep_their_side_and_rsub_its_order():
     class M(nn.Module):
         def forward(self, x):
