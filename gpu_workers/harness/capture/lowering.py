@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from gpu_workers.harness.capture.contractions import ContractionLowering
+from gpu_workers.harness.capture.factories import FILL_HELD, FactoryLowering
 from gpu_workers.harness.capture.losses import LossLowering
 from gpu_workers.harness.capture.norms import NormLowering
 from gpu_workers.harness.capture.ops import (
@@ -47,7 +48,9 @@ class _Skip(Exception):
     """This node depends on one already reported: skip it without a second entry."""
 
 
-class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering, ContractionLowering):
+class Lowering(
+    NormLowering, LossLowering, ScanLowering, PoolLowering, ContractionLowering, FactoryLowering
+):
     def __init__(
         self,
         traced: fx.GraphModule,
@@ -178,7 +181,8 @@ class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering, Contracti
             elif isinstance(value, fx.Node) and value in self.transposed:
                 outputs.append(self._weight_permuted(value))
             elif isinstance(value, fx.Node) and value in self.deferred:
-                self._report(value, f"{self.deferred[value].what} {HELD}")
+                what = self.deferred[value].what
+                self._report(value, FILL_HELD if what == "fill" else f"{what} {HELD}")
             else:
                 name = value.name if isinstance(value, fx.Node) else repr(value)
                 self.unsupported.append(f"output {name}: not a tensor the fusion compiler makes")
@@ -243,6 +247,8 @@ class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering, Contracti
                 del self.pending[value]
                 raise _Skip
             if value in self.deferred:
+                if self.deferred[value].what == "fill":  # a constant operand, as it broadcasts
+                    return self._const(self.deferred[value].fill)
                 self._report(value, f"{self.deferred.pop(value).what} {HELD}")
                 raise _Skip
             raise _Skip
@@ -250,6 +256,8 @@ class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering, Contracti
 
     def _tensor(self, value) -> dict:
         ref = self._ref(value)
+        if ref is not None and "const" in ref and value in self.deferred:
+            raise Unsupported(f"its operand {value.name}: {FILL_HELD}")
         if ref is None or "const" in ref:
             raise Unsupported(f"expected a tensor, got {value!r}")
         return ref
@@ -303,6 +311,8 @@ class Lowering(NormLowering, LossLowering, ScanLowering, PoolLowering, Contracti
     def _get_attr(self, node: fx.Node) -> None:
         if node.target in self.state_keys:
             self.refs[node] = {"param": node.target}
+            return
+        if self._folded_constant(node):
             return
         raise Unsupported(
             "a tensor attribute outside the state_dict (a plain tensor or a non-persistent "

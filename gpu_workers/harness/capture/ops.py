@@ -106,6 +106,11 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             torch.narrow: ("narrow", ("input", "dim", "start", "length")),
             torch.zeros_like: ("zeros_like", _LIKE),
             torch.ones_like: ("ones_like", _LIKE),
+            torch.full_like: ("full_like", None),
+            torch.tensor: ("new_tensor", None),
+            torch.full: ("full", None),
+            torch.ones: ("ones", None),
+            torch.zeros: ("zeros", None),
             torch.cat: ("cat", ("input", "dim")),
             torch.concat: ("cat", ("input", "dim")),
             torch.argmax: ("argmax", ("input", "dim", "keepdim")),
@@ -237,7 +242,7 @@ CONVOLUTIONS = (
     nn.ConvTranspose3d,
 )
 # Calls that read only their operand's shape: what computes the operand need not lower.
-SHAPE_ONLY = {torch.zeros_like, torch.ones_like}
+SHAPE_ONLY = {torch.zeros_like, torch.ones_like, torch.full_like}
 # Calls whose result may share storage with their input: an in-place op on the result mutates it.
 VIEWS = {"view", "reshape", "flatten", "unsqueeze", "squeeze", "t", "transpose", "permute"}
 

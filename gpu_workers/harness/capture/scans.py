@@ -79,12 +79,6 @@ class ScanLowering:
             raise Unsupported(f"a narrow other than all but the last element {HELD}")
         self.deferred[node] = Deferred("narrow", self._tensor(x), (dim,))
 
-    def _lower_zeros_like(self, node: fx.Node, bound: dict) -> None:
-        self.deferred[node] = Deferred("fill", fill=0.0, shape=tuple(tensor_shape(node)))
-
-    def _lower_ones_like(self, node: fx.Node, bound: dict) -> None:
-        self.deferred[node] = Deferred("fill", fill=1.0, shape=tuple(tensor_shape(node)))
-
     def _lower_cat(self, node: fx.Node, bound: dict) -> None:
         """cat((fill, prefix scan), dim): the exclusive scan, the fill its identity."""
         parts = bound["input"]

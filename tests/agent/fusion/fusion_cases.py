@@ -1025,6 +1025,38 @@ def contractions() -> Case:
     return _captured_case("contractions", problem, kinds, tuple(nodes))  # fmt: skip
 
 
+MADE_IN_FORWARD_MODEL = '''class Model(nn.Module):
+    """Tensors made in the forward that hold one value: KernelBench level 2's
+    torch.min(x, torch.tensor(c, device=x.device)), a constant fx folds, a fill that widens."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = -0.5
+
+    def forward(self, x, y):
+        low = torch.min(x, torch.tensor(0.25, device=x.device)) * torch.full_like(x, 2.0)
+        return (
+            torch.softmax(low + torch.ones({rows}, 1, device=x.device), dim=-1),
+            torch.max(y, torch.tensor(self.c)),
+        )
+
+
+def get_inputs():
+    return [torch.randn({rows}, {cols}), torch.randn({cols})]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def made_in_forward(rows: int = 3, cols: int = 40) -> Case:
+    """The fills are constant operands: the pointwise ops join the softmax's prologue."""
+    problem = HEADER + MADE_IN_FORWARD_MODEL.format(rows=rows, cols=cols)
+    nodes = (("min_1", "mul", "add", "softmax"), ("max_1",))
+    return _captured_case("made_in_forward", problem, ("row_reduction", "pointwise"), nodes)
+
+
 def shape_branching() -> Case:
     """A forward that branches on a shape and makes a size a Python int: captured by TorchDynamo
     (symbolic_trace cannot follow it), then planned like any other graph."""
@@ -1062,6 +1094,7 @@ COVERAGE = [
     shape_branching(),
     permutes(),
     contractions(),
+    made_in_forward(),
 ]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 

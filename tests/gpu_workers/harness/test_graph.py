@@ -443,6 +443,42 @@ def test_attention_lowers_to_scores_softmax_and_values_and_a_mask_is_named():
     ]
 
 
+def test_tensors_made_in_the_forward_with_one_value_are_constant_operands():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = 0.5
+            self.register_buffer("ramp", torch.arange(8.0), persistent=False)
+
+        def forward(self, x):
+            return (
+                torch.min(x, torch.tensor(0.25, device=x.device)),  # KernelBench level 2's form
+                torch.max(x, torch.tensor(self.c)),  # folded by fx into a _tensor_constant
+                x + torch.ones(4, 8, device=x.device),  # the fill widens the output
+                torch.full_like(x, 2.0) * x,
+                torch.zeros(3, device=x.device),  # an output: refused
+                torch.matmul(x, torch.ones(8, 2, device=x.device)),  # a matmul operand: refused
+                x * torch.ones(8, dtype=torch.float64, device=x.device),  # changes the dtype
+                x + self.ramp,  # known-bad: a tensor of several values outside the state_dict
+            )
+
+    ir = lower(M(), torch.randn(8))
+    assert ops(ir) == [
+        ("min_1", "minimum", [i("x"), c(0.25)], {}),
+        ("max_1", "maximum", [i("x"), c(0.5)], {}),
+        ("add", "add", [i("x"), c(1.0)], {"alpha": 1}),
+        ("mul", "mul", [c(2.0), i("x")], {}),
+    ]
+    assert ir["nodes"][2]["shape"] == [4, 8]
+    made = "a tensor made in the forward is read only as a constant operand of a pointwise op"
+    reasons = ir["unsupported"]
+    assert len(reasons) == 4, reasons
+    assert reasons[0].startswith("matmul") and made in reasons[0]
+    assert "a float64 tensor made in the forward" in reasons[1]
+    assert reasons[2].startswith("ramp") and "outside the state_dict" in reasons[2]
+    assert reasons[3].startswith("zeros") and made in reasons[3]
+
+
 def test_scalars_keep_their_side_and_rsub_its_order():
     class M(nn.Module):
         def forward(self, x):
