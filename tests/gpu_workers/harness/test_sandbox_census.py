@@ -35,20 +35,23 @@ def _tree() -> subprocess.Popen:
 
 def _watched(tree: subprocess.Popen, host_counts: list[int], limit: int) -> bool:
     """Whether a watch with `limit` over `tree` killed it while the host held `host_counts` tasks
-    in turn (the last one repeated)."""
-    counts = iter(host_counts)
-    last = [host_counts[0]]
+    in turn (the last one repeated). Waits for the watch to have read every count and two more
+    (not for a time: a busy host may run its thread late), or for it to kill."""
+    calls = []
 
     def scripted() -> int:
-        last[0] = next(counts, last[0])
-        return last[0]
+        calls.append(1)
+        return host_counts[min(len(calls), len(host_counts)) - 1]
 
     real = census.host_tasks
     census.host_tasks = scripted
     pidfd = os.pidfd_open(tree.pid)
     try:
         watch = ProcessWatch(tree.pid, pidfd, limit)
-        time.sleep(len(host_counts) * census.PERIOD_S + 1.0)
+        deadline = time.monotonic() + 60
+        while len(calls) < len(host_counts) + 2 and not watch.tripped:
+            assert time.monotonic() < deadline, "the watch never read the host's task count"
+            time.sleep(census.PERIOD_S)
         watch.stop()
         return watch.tripped
     finally:
