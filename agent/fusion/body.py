@@ -37,6 +37,18 @@ class PickIndex:
     inner: int
 
 
+@dataclass(frozen=True)
+class Triangle:
+    """A load kept only on one side of a diagonal of its last two dims (tril / triu): element
+    (..., row, col) of a [..., rows, cols] space is read where col - row <= diagonal (lower) or
+    col - row >= diagonal (upper), else it is 0."""
+
+    rows: int
+    cols: int
+    diagonal: int
+    upper: bool
+
+
 @dataclass
 class BNode:
     id: int
@@ -51,12 +63,14 @@ class BNode:
     total: int = 0
     dtype: str = "float32"  # load: the buffer's IR dtype (a bool mask is read as 0.0 or 1.0)
     pick: PickIndex | None = None  # load: read at a position an index buffer holds
+    triangle: Triangle | None = None  # load: zero on the other side of a diagonal
     value: float = 0.0  # const
 
     @property
     def indexed(self) -> bool:
-        """A load whose position is known only per element: it never splits along rows."""
-        return self.pick is not None
+        """A load known only per element (a pick's position, a triangle's mask): it never
+        splits along rows."""
+        return self.pick is not None or self.triangle is not None
 
 
 @dataclass(frozen=True)
@@ -97,9 +111,11 @@ class Body:
         level: str,
         dtype: str = "float32",
         pick: PickIndex | None = None,
+        triangle: Triangle | None = None,
     ) -> int:
-        key = ("load", buffer, terms, total, level, pick)
+        key = ("load", buffer, terms, total, level, pick, triangle)
         fields = dict(buffer=buffer, terms=terms, total=total, dtype=dtype, pick=pick)
+        fields["triangle"] = triangle
         return self._add(key, kind="load", level=level, **fields)
 
     def acc(self) -> int:
@@ -185,6 +201,12 @@ class Body:
 
 def load_expression(node: BNode, position: str) -> str:
     """C++ (both dialects) reading load `node` at flat position `position` of its space."""
+    if node.triangle is not None:
+        t = node.triangle
+        col = f"(long long)(({position}) % {t.cols})"
+        row = f"(long long)(({position}) / {t.cols} % {t.rows})"
+        kept = f"{col} - {row} {'>=' if t.upper else '<='} {t.diagonal}"
+        return f"({kept} ? {node.buffer}[{flat_index(node.terms, node.total, position)}] : 0.0f)"
     if node.pick is None:
         return f"{node.buffer}[{flat_index(node.terms, node.total, position)}]"
     pick = node.pick
@@ -278,7 +300,18 @@ class _Lowering:
             return self.pick(node, level)
         if node.op == "permute":
             return self.permute(node, level)
+        if node.op in ("tril", "triu"):
+            return self.triangle(node, level)
         return self.lower_row_op(node)
+
+    def triangle(self, node, level: str) -> int:
+        """x where it lies in memory, zero on the other side of the diagonal."""
+        x = self.plan.resolve(node.args[0])
+        rows, cols = node.shape[-2:]
+        kept = Triangle(rows, cols, int(node.attrs.get("diagonal", 0)), node.op == "triu")
+        total = numel(node.shape)
+        terms = broadcast_terms(node.shape, node.shape)
+        return self.body.load(buffer_name(x, self.names), terms, total, level, triangle=kept)
 
     def permute(self, node, level: str) -> int:
         """x read at each element's permuted position, where x lies in memory."""

@@ -22,7 +22,8 @@ starts a new kernel:
 - `pick` (x's element at an int64 index along a dim: cross-entropy's target logit) is computed
   like a pointwise op, reading x where it lies in memory, so x comes from another kernel;
 - `permute` (a transpose) is too: each element reads x at its permuted position, where x lies in
-  memory (a GEMM's transposed operand is such a copy, made by the kernel before it);
+  memory (a GEMM's transposed operand is such a copy, made by the kernel before it), and so are
+  `tril` / `triu` (x where it lies, zero across the diagonal);
 - reshape and identity are free: they alias the buffer of their input.
 
 A node may join kernel K only when every other kernel it reads from comes earlier than K, so
@@ -51,7 +52,8 @@ LAYOUT = frozenset({"reshape", "identity"})
 PICK = "pick"
 PERMUTE = "permute"
 # ops computed per element from x where it lies in memory: x is never computed in their kernel
-READ_IN_PLACE = frozenset({PICK, PERMUTE})
+TRIANGLES = frozenset({"tril", "triu"})
+READ_IN_PLACE = frozenset({PICK, PERMUTE}) | TRIANGLES
 # The IR dtypes a kernel reads or writes besides float32: a pointwise op reads a bool as 0 or 1
 # (x * mask), pick reads an int64 index, argmax / argmin write int64, reshape passes any through.
 DTYPES = ("float32", "int64", "bool")
@@ -349,6 +351,13 @@ def _check_node(graph: Graph, node: Node) -> None:
         pick_geometry(graph, node)
     elif node.op == PERMUTE:
         permutation(graph, node)
+    elif node.op in TRIANGLES:
+        if len(node.shape) < 2 or not node.args or not node.args[0].is_tensor:
+            raise Unplaceable("keeps a triangle of a tensor of at least 2 dims")
+        if tuple(graph.shape_of(node.args[0])) != tuple(node.shape):
+            raise Unplaceable(f"{list(graph.shape_of(node.args[0]))} is not {list(node.shape)}")
+        if not isinstance(node.attrs.get("diagonal", 0), int):
+            raise Unplaceable(f"diagonal {node.attrs.get('diagonal')!r} is not an int")
     elif node.op in ROW_OPS or node.op in SCANS or node.op in ARG_REDUCTIONS:
         row_geometry(graph, node)
         if node.op in ("layer_norm", "rms_norm"):

@@ -603,6 +603,15 @@ class Lowering(
             return
         self._emit(node, "permute", [self._tensor(source)], {"dims": dims})
 
+    def _lower_triangle(self, node: fx.Node, bound: dict) -> None:
+        """torch.tril / triu (the function or the method): x with the other side of the
+        diagonal zeroed, over its last two dims."""
+        if bound.get("out") is not None:
+            raise Unsupported(f"out= is {UNSUPPORTED}")
+        name = node.target if node.op == "call_method" else node.target.__name__
+        diagonal = self._value(bound.get("diagonal", 0))
+        self._emit(node, name, [self._tensor(bound["input"])], {"diagonal": int(diagonal)})
+
     def _weight_permuted(self, node: fx.Node) -> dict:
         """A parameter's w.t() read other than as x @ w.t(): the permute, emitted at first use."""
         weight = self.transposed.pop(node)

@@ -1057,6 +1057,49 @@ def made_in_forward(rows: int = 3, cols: int = 40) -> Case:
     return _captured_case("made_in_forward", problem, ("row_reduction", "pointwise"), nodes)
 
 
+TRIANGLES_MODEL = '''class Model(nn.Module):
+    """tril / triu: of a product (KernelBench 14, 15), of an input at other diagonals and on
+    non-square matrices, and before a softmax (a row kernel's prologue)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b, x):
+        return (
+            torch.tril(torch.matmul(a, b)),
+            torch.triu(torch.matmul(a, b)),
+            x.tril(1) * 2.0,
+            torch.triu(x, diagonal=-2),
+            torch.softmax(x.tril(), dim=-1),
+        )
+
+
+def get_inputs():
+    return [torch.randn({n}, {n}), torch.randn({n}, {n}), torch.randn(2, 5, 7)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def triangles(n: int = 24) -> Case:
+    """Each triangle reads its operand where it lies: after a GEMM, a kernel of its own."""
+    problem = HEADER + TRIANGLES_MODEL.format(n=n)
+    kinds = ("gemm", "pointwise", "gemm", "pointwise", "pointwise", "pointwise",
+             "row_reduction")  # fmt: skip
+    nodes = (
+        ("matmul",),
+        ("tril",),
+        ("matmul_1",),
+        ("triu",),
+        ("tril_1", "mul"),
+        ("triu_1",),
+        ("tril_2", "softmax"),
+    )
+    return _captured_case("triangles", problem, kinds, nodes)
+
+
 def shape_branching() -> Case:
     """A forward that branches on a shape and makes a size a Python int: captured by TorchDynamo
     (symbolic_trace cannot follow it), then planned like any other graph."""
@@ -1095,6 +1138,7 @@ COVERAGE = [
     permutes(),
     contractions(),
     made_in_forward(),
+    triangles(),
 ]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 
