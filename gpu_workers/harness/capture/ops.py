@@ -161,6 +161,8 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             torch.triu: ("triangle", ("input", "diagonal", "out")),
             torch.transpose: ("transpose", None),
             torch.permute: ("transpose", None),
+            torch.swapaxes: ("transpose", None),
+            torch.swapdims: ("transpose", None),
             operator.getitem: ("getitem", ("input", "index")),
             builtins.getattr: ("getattr", ("input", "name")),
         }
@@ -225,6 +227,8 @@ def _method_table() -> dict[str, tuple[str, tuple[str, ...] | None]]:
             "triu": ("triangle", ("input", "diagonal")),
             "transpose": ("transpose", None),
             "permute": ("transpose", None),
+            "swapaxes": ("transpose", None),
+            "swapdims": ("transpose", None),
             "size": ("static", None),
             "dim": ("static", None),
             "numel": ("static", None),
@@ -248,7 +252,10 @@ CONVOLUTIONS = (
 # Calls that read only their operand's shape: what computes the operand need not lower.
 SHAPE_ONLY = {torch.zeros_like, torch.ones_like, torch.full_like}
 # Calls whose result may share storage with their input: an in-place op on the result mutates it.
-VIEWS = {"view", "reshape", "flatten", "unsqueeze", "squeeze", "t", "transpose", "permute"}
+VIEWS = {
+    "view", "reshape", "flatten", "unsqueeze", "squeeze", "t", "transpose", "permute", "swapaxes",
+    "swapdims",
+}  # fmt: skip
 
 
 def method_entry(name) -> tuple[str, tuple[str, ...] | None] | None:

@@ -394,6 +394,13 @@ def test_transposes_and_permutes_lower_to_permute_and_a_weights_elsewhere_too():
     ]
     assert [q["shape"] for q in ir["nodes"]][1:3] == [[8, 3, 1], [3, 8, 1]]
 
+    class Swaps(nn.Module):
+        def forward(self, x):
+            return torch.swapaxes(x, 0, 2), x.swapdims(1, -1)
+
+    swapped = lower(Swaps(), torch.randn(2, 3, 4))
+    assert [q["attrs"] for q in swapped["nodes"]] == [{"dims": [2, 1, 0]}, {"dims": [0, 2, 1]}]
+
 
 def test_einsum_lowers_to_a_matmul_between_reshapes_and_what_it_cannot_is_named():
     class M(nn.Module):
