@@ -21,6 +21,10 @@ PROTOCOL_NAMES = tuple(PROTOCOL_TOLERANCES)
 # The `agent` of a run that replays a person's own files instead of asking a model.
 SUBMISSION_AGENT = "submission"
 
+# How the rejection of a problem too large for the GPU begins (judge/footprint.py): neither the
+# problem's defect nor the machine's failure, and reported apart from both.
+DOES_NOT_FIT = "does not fit this GPU's memory"
+
 
 def device_for(gpu_type: str) -> str:
     """The harness device of a GPU type: the cpu type runs on the cpu, every other on cuda."""

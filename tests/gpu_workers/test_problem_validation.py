@@ -11,6 +11,7 @@ from gpu_workers import problem_validation
 from tests.conftest import problem_source
 from tests.webapp.conftest import api_client, make_problem
 from webapp.problems.models import Problem, ProblemStatus
+from webapp.problems.validation import rejection_cause
 
 
 def test_it_makes_a_good_problem_valid_with_its_measurements(alice, relu_scale):
@@ -54,6 +55,17 @@ def test_the_machines_failure_is_tried_twice_and_named(alice):
     problem.refresh_from_db()
     assert problem.reasons[0].startswith("the worker could not validate it, twice"), problem.reasons
     assert "allocate memory" in problem.reasons[0]
+
+
+def test_a_problem_too_large_for_the_gpu_is_rejected_at_once_and_says_so(alice):
+    """Not the machine's failure (no retry would help): its own cause, "memory"."""
+    problem = make_problem(alice, problem_source("too_large_for_the_device"), valid=False)
+
+    assert problem_validation.validate(problem.pk) == f"problem {problem.pk} rejected"
+
+    problem.refresh_from_db()
+    assert problem.reasons[0].startswith("does not fit this GPU's memory"), problem.reasons
+    assert rejection_cause(problem.reasons) == "memory"
 
 
 def test_it_leaves_a_validated_problem_alone(alice, relu_scale):

@@ -80,6 +80,7 @@ _CAUSES = {
     "defect": "rejected for a defect of its own",
     "limit": "stopped at the validation time limit (a hang, or too slow to validate)",
     "machine": "lost to the harness or the machine (not a defect of the problem)",
+    "memory": "too large for this GPU's memory",
 }
 
 
@@ -92,15 +93,16 @@ def problems_section(suite: Suite, gpu_type: str, protocol: str) -> list[str]:
     rejected = [e for e in entries if e["problem__status"] == ProblemStatus.REJECTED]
     causes = Counter(rejection_cause(e["problem__reasons"]) for e in rejected)
     valid = suite.valid_problems()
+    valid_count = valid.count()
     baselined = Baseline.objects.filter(
         problem__in=valid, gpu_type=gpu_type, protocol=protocol, measured__isnull=False, error=""
     ).count()
     counts = [
         f"{len(entries)} imported",
-        f"{valid.count()} valid",
+        f"{valid_count} valid",
         *(f"{causes[cause]} {text}" for cause, text in _CAUSES.items()),
         f"{sum(e['problem__status'] in UNFINISHED for e in entries)} not validated yet",
-        f"baselines on {gpu_type}: {baselined} of {valid.count()}",
+        f"baselines on {gpu_type}: {baselined} of {valid_count}",
     ]
     lines = ["## Problems", "", "; ".join(counts) + "."]
     if rejected:

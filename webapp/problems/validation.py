@@ -14,6 +14,7 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
+from gpu_workers.harness.vocabulary import DOES_NOT_FIT
 from webapp.dispatch import send_after_commit
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.work_kinds import VALIDATE
@@ -28,10 +29,12 @@ HARNESS_FAILED = "the validator failed"  # the harness raised: its own bug, neve
 
 def rejection_cause(reasons: list[str]) -> str:
     """Why a rejected problem was rejected: "machine" (the worker's or the harness's failure),
-    "limit" (its validation ran out of time: a hang, or too slow to validate) or "defect" (its
-    own)."""
+    "limit" (its validation ran out of time: a hang, or too slow to validate), "memory" (judging
+    it needs more than the GPU's memory) or "defect" (its own)."""
     if any(reason.startswith((MACHINE_FAILED, HARNESS_FAILED)) for reason in reasons):
         return "machine"
+    if any(reason.startswith(DOES_NOT_FIT) for reason in reasons):
+        return "memory"
     if VALIDATE.limit_reached() in reasons:
         return "limit"
     return "defect"

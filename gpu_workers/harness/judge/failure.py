@@ -46,6 +46,11 @@ def of_runner_error(error: RunnerError) -> str:
     return PROBLEM
 
 
+def may_be_out_of_memory(reason: str) -> bool:
+    """An allocator's refusal, or a SIGKILL (the kernel's OOM killer sends one)."""
+    return bool(_OUT_OF_MEMORY.search(reason)) or "killed by SIGKILL" in reason
+
+
 def of_profile_violations(codes: set[str]) -> str:
     """A disturbed machine (drift) is held for review without blaming the candidate."""
     return INFRASTRUCTURE if codes == {"timing_drift"} else CANDIDATE

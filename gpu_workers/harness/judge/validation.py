@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from gpu_workers.harness.judge import failure, profile, runner_process, sensitivity
+from gpu_workers.harness.judge import failure, footprint, profile, runner_process, sensitivity
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge.judge import Judge
 from gpu_workers.harness.judge.protocol import Protocol
@@ -76,7 +76,22 @@ def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 60
                 "reasons": [failure.reason_of(exc)],
                 "failed_by": failure.of_runner_error(exc),
             }
+        except judge_mod.OUT_OF_MEMORY as exc:  # the judge's own buffers did not fit
+            reason = f"the judge ran out of device memory: {exc}"
+            found = {"ok": False, "reasons": [reason], "failed_by": failure.INFRASTRUCTURE}
+    if not found["ok"] and any(map(failure.may_be_out_of_memory, found["reasons"])):
+        found = _unless_it_never_fits(found, source, device)
     return ProblemReport(sha256=sha, seconds=time.monotonic() - started, **found)
+
+
+def _unless_it_never_fits(found: dict, source: str, device: str) -> dict:
+    """An out-of-memory is the machine's (worth a retry: the runs sharing a GPU hold memory too)
+    unless judging the problem needs more than the whole device: then it is rejected, saying so."""
+    needs = footprint.measure(source, device)
+    misfit = needs.misfit(device) if needs is not None else None
+    if misfit is None:
+        return found
+    return {**found, "reasons": [misfit, *found["reasons"]], "failed_by": failure.PROBLEM}
 
 
 def _judge(judge: Judge, reference) -> dict:

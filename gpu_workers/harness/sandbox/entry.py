@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpu_workers.harness.capture import graph
 from gpu_workers.harness.judge import (
+    footprint,
     roofline,
     timing,  # noqa: F401  - binds the clocks first (threat 6)
 )
@@ -22,6 +23,7 @@ from gpu_workers.harness.judge import (
 STEPS = {
     "peaks": roofline.measure_in_child,
     "graph": graph.capture_in_child,
+    "footprint": footprint.measure_in_child,
 }
 EXIT_RAISED = 3
 

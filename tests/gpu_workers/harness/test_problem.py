@@ -44,6 +44,16 @@ def test_a_reference_out_of_memory_is_the_machines_failure():
     assert report.failed_by == "infrastructure"
 
 
+def test_a_problem_too_large_for_the_device_says_so_with_its_figures():
+    """Beside the test above (an out-of-memory inside forward, whose inputs and outputs fit:
+    still the machine's), one whose inputs alone exceed the device is rejected as too large."""
+    report = validation.validate(problem_source("too_large_for_the_device"), "cpu", LOOSE)
+    assert not report.ok and report.failed_by == "problem", report.reasons
+    assert report.reasons[0].startswith("does not fit this GPU's memory: judging it holds about")
+    assert "inputs 1048576.0 GiB and outputs 1048576.0 GiB" in report.reasons[0]
+    assert "allocate memory" in report.reasons[1]  # what the reference met, kept
+
+
 def test_a_package_the_worker_lacks_is_the_machines_failure_and_named():
     report = validation.validate(problem_source("imports_a_missing_package"), "cpu", LOOSE)
     assert not report.ok and report.failed_by == "infrastructure"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from gpu_workers.harness.vocabulary import DOES_NOT_FIT
 from tests.webapp.conftest import make_problem
 from webapp.leaderboard import report
 from webapp.problems.models import ProblemStatus
@@ -20,7 +21,8 @@ PROBLEMS = {
     "4_OutOfMemory": (ProblemStatus.REJECTED, [f"{MACHINE_FAILED}: CUDA out of memory | x"]),
     "5_ValidatorBug": (ProblemStatus.REJECTED, [f"{HARNESS_FAILED}: KeyError 'seed'"]),
     "6_Hangs": (ProblemStatus.REJECTED, [VALIDATE.limit_reached()]),
-    "7_Waiting": (ProblemStatus.PENDING, []),
+    "7_TooLarge": (ProblemStatus.REJECTED, [f"{DOES_NOT_FIT}: judging it holds about 300 GiB"]),
+    "8_Waiting": (ProblemStatus.PENDING, []),
 }
 
 
@@ -48,10 +50,10 @@ def test_the_report_counts_what_became_of_every_problem_by_cause(alice, relu_sca
     lines = report.problems_section(suite, "cpu", "loose")
 
     assert lines[2] == (
-        "7 imported; 2 valid; 1 rejected for a defect of its own; "
+        "8 imported; 2 valid; 1 rejected for a defect of its own; "
         "1 stopped at the validation time limit (a hang, or too slow to validate); "
         "2 lost to the harness or the machine (not a defect of the problem); "
-        "1 not validated yet; baselines on cpu: 1 of 2."
+        "1 too large for this GPU's memory; 1 not validated yet; baselines on cpu: 1 of 2."
     )
     causes = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1] for line in lines[6:]}
     assert causes == {
@@ -59,6 +61,7 @@ def test_the_report_counts_what_became_of_every_problem_by_cause(alice, relu_sca
         "4_OutOfMemory": "machine",
         "5_ValidatorBug": "machine",
         "6_Hangs": "limit",
+        "7_TooLarge": "memory",
     }
     assert "CUDA out of memory \\| x" in lines[7]  # a reason's bar does not break the table
     assert "## Problems" in report.markdown(suite, "cpu")
