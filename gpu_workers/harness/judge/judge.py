@@ -164,7 +164,10 @@ class Judge:
         candidate: it never sees the reference's buffers."""
         reference = self.reference_sets[slot]
         held = self.candidate_sets.get(slot)
-        if not held or held.meta != reference.meta or held.runner is not candidate:
+        # a Python number among the inputs (A * s) is bound by value: drawn anew for another
+        # seed, it is lent anew, or the candidate would be judged on the first seed's number
+        stale = held and _numbers(held.values) != _numbers(reference.values)
+        if not held or held.meta != reference.meta or held.runner is not candidate or stale:
             if held:
                 held.free()
             inputs = [_spec_of(v) for v in reference.values]
@@ -214,6 +217,10 @@ class Judge:
         self.reference_sets.clear()
         self.candidate_sets.clear()
         self._flusher = None
+
+
+def _numbers(values: list) -> list:
+    return [v for v in values if not isinstance(v, torch.Tensor)]
 
 
 def _unmap(held: LentSet, slot: int) -> None:

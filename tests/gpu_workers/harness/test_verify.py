@@ -19,6 +19,17 @@ def test_a_correct_kernel_verifies_with_its_errors_reported():
     assert result["max_abs_err"] < 1e-5 and result["max_rel_err"] < 1e-6
 
 
+def test_a_python_number_drawn_for_each_seed_reaches_the_candidate_anew():
+    """The candidate's lent inputs are reused from trial to trial; a number among them is bound
+    by value, so it must be lent again when a seed draws another (it was not: a correct kernel
+    was judged on the first seed's scale and failed every later trial)."""
+    verdict = evaluate("relu_scale_by_input", "good_relu_scale_by_input", profile=False)
+    assert verdict["verify"]["ok"], verdict["verify"]
+    # known-bad: the same kernel with one number baked in, whatever it is passed
+    baked = evaluate("relu_scale_by_input", "bad_relu_scale_fixed_number", profile=False)
+    assert not baked["verify"]["ok"] and "mismatch" in codes(baked["verify"]), baked["verify"]
+
+
 def test_a_judged_step_says_where_its_time_went():
     started = time.monotonic()
     verdict = evaluate("relu_scale", "good_relu_scale")
