@@ -52,7 +52,7 @@ class Triangle:
 @dataclass
 class BNode:
     id: int
-    kind: str  # "load" | "const" | "op" | "reduce" | "acc"
+    kind: str  # "load" | "const" | "scalar" | "op" | "reduce" | "acc"
     level: str  # "elem" | "row"
     depth: int = 0
     op: str = ""  # op: an expressions.py op; reduce: "sum" | "max" | "min"
@@ -64,7 +64,7 @@ class BNode:
     dtype: str = "float32"  # load: the buffer's IR dtype (a bool mask is read as 0.0 or 1.0)
     pick: PickIndex | None = None  # load: read at a position an index buffer holds
     triangle: Triangle | None = None  # load: zero on the other side of a diagonal
-    value: float = 0.0  # const
+    value: float = 0.0  # const (a scalar's value is its parameter, named by `buffer`)
 
     @property
     def indexed(self) -> bool:
@@ -102,6 +102,10 @@ class Body:
 
     def const(self, value: float, level: str) -> int:
         return self._add(("const", float(value), level), kind="const", level=level, value=value)
+
+    def scalar(self, name: str, level: str) -> int:
+        """A number passed to the launcher by value (a Python number input)."""
+        return self._add(("scalar", name, level), kind="scalar", level=level, buffer=name)
 
     def load(
         self,
@@ -179,24 +183,34 @@ class Body:
                     read.setdefault(n.pick.buffer, "int64")
         return read
 
-    def reads(self) -> list[str]:
-        """The buffers the kernel loads, each once, in first-use order."""
-        return list(self._read_dtypes())
-
     def writes(self) -> list[str]:
         """The buffers the kernel writes, each once, in output order."""
         return list(dict.fromkeys(o.buffer for o in self.outputs))
 
     def params(self) -> list[Param]:
-        """The launcher's pointer parameters: the buffers read, then those written (float32)."""
+        """The launcher's parameters: the buffers read, the numbers passed by value, then the
+        buffers written (float32)."""
         reads = [Param(b, "in", dtype) for b, dtype in self._read_dtypes().items()]
-        return reads + [Param(b, "out") for b in self.writes()]
+        numbers = dict.fromkeys(n.buffer for n in self.nodes if n.kind == "scalar")
+        return (
+            reads + [Param(b, "scalar") for b in numbers] + [Param(b, "out") for b in self.writes()]
+        )
 
     def elem_outputs(self) -> list[Output]:
         return [o for o in self.outputs if o.level == "elem"]
 
     def row_outputs(self) -> list[Output]:
         return [o for o in self.outputs if o.level == "row"]
+
+
+def fixed_operand(node: BNode) -> str | None:
+    """How a kernel names a value fixed for the whole launch: a const's literal, a scalar's
+    parameter; None for any other node."""
+    if node.kind == "const":
+        return expressions.literal(node.value)
+    if node.kind == "scalar":
+        return node.buffer
+    return None
 
 
 def load_expression(node: BNode, position: str) -> str:
@@ -262,12 +276,15 @@ class _Lowering:
         self.names = names
         self.acc_buffer = acc_buffer
         self.body = Body(kernel)
+        self.scalars = {t.name for t in plan.graph.inputs if t.scalar}
 
     def arg(self, ref: Ref, consumer_shape: tuple[int, ...], level: str) -> int:
         body = self.body
         if ref.kind == "const":
             return body.const(ref.value, level)
         root = self.plan.resolve(ref)
+        if root.kind == "input" and root.name in self.scalars:
+            return body.scalar(buffer_name(root, self.names), level)
         if root.kind == "node" and root.name in body.value_of:
             return body.value_of[root.name]
         terms = broadcast_terms(self.graph.shape_of(ref), consumer_shape)

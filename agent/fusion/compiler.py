@@ -5,6 +5,7 @@ from __future__ import annotations
 from agent.fusion import cpu, cuda
 from agent.fusion.ir import IRError, parse_graph
 from agent.fusion.model_codegen import (
+    SCALAR,
     binding_source,
     buffer_names,
     model_new_source,
@@ -48,7 +49,7 @@ def compile_graph(
     sources = [generators[k.kind](plan, k, names, allow_tf32) for k in plan.kernels]
     work = {buffer: count for s in sources for buffer, count in s.work.items()}
 
-    if not tensor_args(parsed, plan, names, sources):
+    if all(dtype == SCALAR for *_, dtype in tensor_args(parsed, plan, names, sources)):
         return FusionProgram(target, unsupported=["the graph reads no input or parameter tensor"])
     program = FusionProgram(target)
     program.kernels = [s.info() for s in sources]

@@ -48,6 +48,7 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: str
     kind: str  # "input" | "parameter" | "buffer"
+    scalar: bool = False  # an input passed as a Python number: read by value, as a float
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ def _tensor_spec(item, kind: str, where: str) -> TensorSpec:
         shape=_shape(item.get("shape"), f"{where} {item['name']}"),
         dtype=str(item.get("dtype", "float32")),
         kind=declared if declared in ("parameter", "buffer") else kind,
+        scalar=bool(item.get("scalar", False)),
     )
 
 

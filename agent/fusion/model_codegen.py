@@ -18,9 +18,10 @@ import re
 
 from agent.fusion.ir import Graph
 from agent.fusion.plan import Plan
-from agent.fusion.program import KernelSource
+from agent.fusion.program import KernelSource, Param
 
 FUNCTION = "fused_forward"
+SCALAR = "scalar"  # tensor_args' dtype of a Python number input, passed as a double
 TORCH_TYPES = {"float32": "torch::kFloat32", "int64": "torch::kInt64", "bool": "torch::kBool"}
 # Buffer dtypes registered as they are (a name from the IR becomes code only from this list).
 OTHER_BUFFER_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8", "bool", "float64"})
@@ -82,7 +83,7 @@ def _prototype(s: KernelSource, target: str) -> str:
     names = [p.buffer if p.buffer not in [q.buffer for q in s.params[:i]] else f"{p.buffer}_{i}"
              for i, p in enumerate(s.params)]  # fmt: skip
     ptrs = [
-        f"{'const ' if p.role == 'in' else ''}{p.c_type}* {name}"
+        Param(name, p.role, p.dtype).declaration(restrict=False)
         for p, name in zip(s.params, names, strict=True)
     ]
     knobs = [f"{'int' if target == 'cuda' else 'int64_t'} {k}" for k in s.launch]
@@ -104,20 +105,24 @@ def binding_source(
     cuda = target == "cuda"
     passed = tensor_args(graph, plan, names, sources)
     launch = _launch_args(sources)
-    first = passed[0][0]
+    first = next(c for c, _, _, dtype in passed if dtype != SCALAR)
     device_check = "t.is_cuda()" if cuda else "t.device().is_cpu()"
     device_word = "CUDA" if cuda else "CPU"
     lines = [
         f"std::vector<torch::Tensor> {FUNCTION}(",
         ",\n".join(
-            [f"    torch::Tensor {c}" for c, _, _, _ in passed]
+            [
+                f"    {'double' if dtype == SCALAR else 'torch::Tensor'} {c}"
+                for c, _, _, dtype in passed
+            ]
             + [f"    int64_t {k}_{p}" for k, p, _ in launch]
         )
         + ") {",
     ]
     add = lines.append
     for c, what, shape, dtype in passed:
-        add(f'  ka_expect({c}, "{what}", {TORCH_TYPES[dtype]}, {_shape(shape)}, {first});')
+        if dtype != SCALAR:
+            add(f'  ka_expect({c}, "{what}", {TORCH_TYPES[dtype]}, {_shape(shape)}, {first});')
     if cuda:
         add(f"  const c10::cuda::CUDAGuard guard({first}.device());")
         add("  cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();")
@@ -134,7 +139,10 @@ def binding_source(
     for buf, count in work_buffers.items():
         add(f"  torch::Tensor {buf} = torch::empty(std::vector<int64_t>{{{count}}}, options);")
     for s in sources:
-        ptrs = [f"{p.buffer}.data_ptr<{p.c_type}>()" for p in s.params]
+        ptrs = [
+            p.buffer if p.role == "scalar" else f"{p.buffer}.data_ptr<{p.c_type}>()"
+            for p in s.params
+        ]
         knobs = [f"static_cast<{'int' if cuda else 'int64_t'}>({s.name}_{k})" for k in s.launch]
         call = f"{s.launcher}({', '.join(ptrs + knobs + (['stream'] if cuda else []))})"
         if cuda:
@@ -219,14 +227,14 @@ REGISTER_BINDING(fused, bind);
 def tensor_args(
     graph: Graph, plan: Plan, names: dict[tuple[str, str], str], sources: list[KernelSource]
 ) -> list[tuple[str, str, tuple[int, ...], str]]:
-    """(C name, description, shape, dtype) of the tensors fused_forward takes: the inputs, then
-    the parameters and buffers, that some kernel reads."""
-    read = {p.buffer for s in sources for p in s.params if p.role == "in"}
+    """(C name, description, shape, dtype) of what fused_forward takes: the inputs, then the
+    parameters and buffers, that some kernel reads; a Python number input's dtype is SCALAR."""
+    read = {p.buffer for s in sources for p in s.params if p.role in ("in", "scalar")}
     out = []
     for t in graph.inputs:
         c = names[("input", t.name)]
         if c in read:
-            out.append((c, f"input {t.name}", t.shape, t.dtype))
+            out.append((c, f"input {t.name}", t.shape, SCALAR if t.scalar else t.dtype))
     for t in graph.params:
         c = names[("param", t.name)]
         if c in read:

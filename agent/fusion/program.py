@@ -13,16 +13,24 @@ C_TYPES = {"float32": "float", "int64": "int64_t", "bool": "bool"}
 
 @dataclass(frozen=True)
 class Param:
-    """A launcher's pointer argument: a buffer read ("in"), written ("out"), or written then read
-    by the same kernel ("work": a GEMM's product before its epilogue)."""
+    """A launcher's argument: a buffer read ("in"), written ("out"), or written then read by the
+    same kernel ("work": a GEMM's product before its epilogue), or a number passed by value
+    ("scalar": an input given to forward as a Python number)."""
 
     buffer: str
-    role: str  # "in" | "out" | "work"
+    role: str  # "in" | "out" | "work" | "scalar"
     dtype: str = "float32"  # a key of C_TYPES
 
     @property
     def c_type(self) -> str:
         return C_TYPES[self.dtype]
+
+    def declaration(self, restrict: bool) -> str:
+        """The C parameter: a pointer (const where read), or the number itself."""
+        if self.role == "scalar":
+            return f"float {self.buffer}"
+        qualifier = " __restrict__" if restrict else ""
+        return f"{'const ' if self.role == 'in' else ''}{self.c_type}*{qualifier} {self.buffer}"
 
 
 @dataclass

@@ -43,9 +43,8 @@ def row_tasks_launcher(ns: str, params: list[str], row_body: str) -> str:
 
 
 def c_params(params: list[Param]) -> list[str]:
-    """A launcher's pointer parameters: the buffers read are const."""
-    return [f"{'const ' if p.role == 'in' else ''}{p.c_type}* __restrict__ {p.buffer}"
-            for p in params]  # fmt: skip
+    """A launcher's parameters: pointers (the buffers read const), numbers by value."""
+    return [p.declaration(restrict=True) for p in params]
 
 
 def fused_cpp(sources: list[KernelSource], header: str) -> str:

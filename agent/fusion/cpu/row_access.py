@@ -6,7 +6,7 @@ row offset hoisted out of the row, so the innermost loop is a `#pragma omp simd`
 from __future__ import annotations
 
 from agent.fusion import expressions
-from agent.fusion.body import BNode, Body, load_expression
+from agent.fusion.body import BNode, Body, fixed_operand, load_expression
 from agent.fusion.cpu.prelude import DIALECT
 from agent.fusion.ir import row_base, split_axis, split_rows
 
@@ -59,8 +59,8 @@ class RowAccess:
 
     def ref(self, i: int) -> str:
         node = self.body.nodes[i]
-        if node.kind == "const":
-            return expressions.literal(node.value)
+        if fixed_operand(node) is not None:
+            return fixed_operand(node)
         if node.kind == "load":
             return f"a{i}"
         if node.kind == "acc":

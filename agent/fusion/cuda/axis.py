@@ -11,7 +11,14 @@ reading them all, so the result is known to the whole team after one __syncthrea
 from __future__ import annotations
 
 from agent.fusion import expressions
-from agent.fusion.body import BNode, Body, load_expression, lower_kernel, row_passes
+from agent.fusion.body import (
+    BNode,
+    Body,
+    fixed_operand,
+    load_expression,
+    lower_kernel,
+    row_passes,
+)
 from agent.fusion.cuda.prelude import DIALECT, idx_type, launch_params, pointer_params
 from agent.fusion.ir import row_base, split_axis
 from agent.fusion.plan import Kernel, Plan
@@ -36,8 +43,8 @@ class _AxisKernel:
 
     def ref(self, i: int) -> str:
         node = self.body.nodes[i]
-        if node.kind == "const":
-            return expressions.literal(node.value)
+        if fixed_operand(node) is not None:
+            return fixed_operand(node)
         if node.kind == "load":
             return f"a{i}"
         return f"s{i}" if node.level == "row" else f"e{i}"

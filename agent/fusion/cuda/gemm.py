@@ -67,20 +67,20 @@ const char* gemm(const float* a, const float* b, float* c, int tf32, cudaStream_
     if work is not None:
         epi_code, epi_params = pointwise_namespace("epilogue", body, kernel.numel)
         code += "\n" + epi_code
-    reads_epi = [p.buffer for p in epi_params if p.role == "in"]
     writes = [p.buffer for p in epi_params if p.role == "out"]
     code += f"}}  // namespace {ns}\n"
     launcher = f"{ns}_launch"
-    extra_reads = [p for p in epi_params if p.role == "in" and p.buffer != work]
+    # what the epilogue reads besides the product: buffers, and numbers passed by value
+    extra_reads = [p for p in epi_params if p.role in ("in", "scalar") and p.buffer != work]
     c_params = (
         ["const float* a", "const float* b"]
-        + [f"const {p.c_type}* {p.buffer}" for p in extra_reads]
+        + [p.declaration(restrict=False) for p in extra_reads]
         + [f"float* {target}"]
         + [f"float* {w}" for w in writes if w != target]
     )
     body_lines = [f"  const char* err = {ns}::gemm(a, b, {target}, tf32, stream);"]
     if work is not None:
-        epi_args = ", ".join(reads_epi + writes)
+        epi_args = ", ".join(p.buffer for p in epi_params)
         body_lines += [
             "  if (err != nullptr) return err;",
             f"  return {ns}::epilogue::launch({epi_args}, threads, blocks_per_sm, stream);",

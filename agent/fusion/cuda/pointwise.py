@@ -8,7 +8,7 @@ for the four lanes (broadcast along the last dims), or one load a lane (anything
 from __future__ import annotations
 
 from agent.fusion import expressions
-from agent.fusion.body import BNode, Body, load_expression, lower_kernel
+from agent.fusion.body import BNode, Body, fixed_operand, load_expression, lower_kernel
 from agent.fusion.cuda.prelude import DIALECT, idx_type, launch_params, pointer_params
 from agent.fusion.ir import flat_index
 from agent.fusion.plan import Kernel, Plan
@@ -37,14 +37,14 @@ def pointwise_namespace(ns: str, body: Body, total: int) -> tuple[str, list[Para
     """The namespace `ns` with step/kernel/launch for a flat element-wise body; returns the code
     and its pointer parameters."""
     params = body.params()
-    reads, writes = body.reads(), body.writes()
+    writes = body.writes()
     closure = body.closure([o.bnode for o in body.outputs])
     access = {n.id: _flat_access(n) for n in closure if n.kind == "load"}
 
     def ref(i: int) -> str:
         node = body.nodes[i]
-        if node.kind == "const":
-            return expressions.literal(node.value)
+        if fixed_operand(node) is not None:
+            return fixed_operand(node)
         if node.kind == "load":
             return f"a{i}[u]" if access[i] == "splat" else f"a{i}[u][l]"
         return f"e{i}"
@@ -85,7 +85,7 @@ def pointwise_namespace(ns: str, body: Body, total: int) -> tuple[str, list[Para
     while unroll > 1 and unroll * floats > 32:
         unroll //= 2
     host_params = launch_params(params)
-    args = ", ".join(reads + writes)
+    args = ", ".join(p.buffer for p in params)  # buffers read, numbers, buffers written
     aligned = [n.buffer for n in closure if n.kind == "load" and access[n.id] == "vec"] + writes
     aligned_check = " && ".join(f"ka_aligned({b})" for b in dict.fromkeys(aligned))
     code = f"""namespace {ns} {{

@@ -177,17 +177,13 @@ def idx_type(total: int) -> str:
 
 
 def pointer_params(params: list[Param]) -> str:
-    """A kernel's pointer parameters: inputs const, all restrict-qualified."""
-    return ", ".join(f"{_pointer(p)} __restrict__ {p.buffer}" for p in params)
+    """A kernel's parameters: pointers (inputs const, all restrict-qualified), numbers."""
+    return ", ".join(p.declaration(restrict=True) for p in params)
 
 
 def launch_params(params: list[Param]) -> str:
-    """A host launcher's pointer parameters (no restrict: they only pass through)."""
-    return ", ".join(f"{_pointer(p)} {p.buffer}" for p in params)
-
-
-def _pointer(p: Param) -> str:
-    return f"{'const ' if p.role == 'in' else ''}{p.c_type}*"
+    """A host launcher's parameters (no restrict: they only pass through)."""
+    return ", ".join(p.declaration(restrict=False) for p in params)
 
 
 def fused_cu(sources: list[KernelSource], header: str) -> str:

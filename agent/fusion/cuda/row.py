@@ -8,7 +8,14 @@ after the first read (`cache`), so a softmax or layer_norm row crosses DRAM once
 from __future__ import annotations
 
 from agent.fusion import expressions
-from agent.fusion.body import BNode, Body, load_expression, lower_kernel, row_passes
+from agent.fusion.body import (
+    BNode,
+    Body,
+    fixed_operand,
+    load_expression,
+    lower_kernel,
+    row_passes,
+)
 from agent.fusion.cuda.prelude import DIALECT, idx_type, launch_params, pointer_params
 from agent.fusion.ir import row_base, split_rows
 from agent.fusion.plan import Kernel, Plan
@@ -64,8 +71,8 @@ class _RowKernel:
 
     def ref(self, i: int) -> str:
         node = self.body.nodes[i]
-        if node.kind == "const":
-            return expressions.literal(node.value)
+        if fixed_operand(node) is not None:
+            return fixed_operand(node)
         if node.level == "row":
             return f"a{i}" if node.kind == "load" else f"s{i}"
         if node.kind == "load":

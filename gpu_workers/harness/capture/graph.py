@@ -23,7 +23,7 @@ from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from gpu_workers.harness.capture.lowering import Lowering
-from gpu_workers.harness.capture.ops import UNSUPPORTED, dtype_name
+from gpu_workers.harness.capture.ops import UNSUPPORTED, dtype_name, is_scalar_input
 from gpu_workers.harness.judge.protocol import Protocol
 from gpu_workers.harness.problem_source import ProblemError, check_source
 from gpu_workers.harness.sandbox import launch as sandbox
@@ -257,9 +257,13 @@ def _inputs(names: list[str], inputs: list, unsupported: list[str]) -> list[dict
 
 
 def _input_entry(name: str, value, unsupported: list[str]) -> dict:
+    if is_scalar_input(value):  # A * s: passed to the kernels by value
+        return {"name": name, "shape": [], "dtype": "float32", "scalar": True}
     if not isinstance(value, torch.Tensor):
         kind = type(value).__name__
-        unsupported.append(f"input {name}: a {kind}, not a tensor; only tensors are supported")
+        unsupported.append(
+            f"input {name}: a {kind}, not a tensor or a number; only those are supported"
+        )
         return {"name": name, "shape": None, "dtype": kind}
     dtype = dtype_name(value.dtype)
     if dtype not in INPUT_DTYPES:

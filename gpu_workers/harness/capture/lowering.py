@@ -31,6 +31,7 @@ from gpu_workers.harness.capture.ops import (
     bind,
     dtype_name,
     is_inplace_name,
+    is_scalar_input,
     method_entry,
     module_call,
 )
@@ -164,7 +165,8 @@ class Lowering(
         )
 
     def _placeholder(self, node: fx.Node, index: int) -> None:
-        if index < self.input_count and "tensor_meta" in node.meta:
+        number = index < self.input_count and is_scalar_input(self.values.get(node))
+        if index < self.input_count and "tensor_meta" in node.meta or number:
             self.refs[node] = {"input": str(node.target).lstrip("*")}
         elif node in self.values:  # a Python input (already reported) or a forward default
             self.static[node] = self.values[node]

@@ -258,6 +258,12 @@ VIEWS = {
 }  # fmt: skip
 
 
+def is_scalar_input(value) -> bool:
+    """A Python number passed to forward (KernelBench's `A * s`): an input the kernels read by
+    value, never a constant (get_inputs() may draw another one for every seed)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def method_entry(name) -> tuple[str, tuple[str, ...] | None] | None:
     if not isinstance(name, str):
         return None

@@ -1100,6 +1100,36 @@ def triangles(n: int = 24) -> Case:
     return _captured_case("triangles", problem, kinds, nodes)
 
 
+SCALAR_INPUT_MODEL = '''class Model(nn.Module):
+    """A Python number passed to forward (KernelBench 5's A * s), drawn anew for every seed: a
+    kernel that baked the captured number in would fail the next seed. Read by a pointwise
+    kernel, a row kernel and a GEMM's epilogue."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear({cols}, 8)
+
+    def forward(self, a, s):
+        return torch.relu(a * s - s), torch.softmax(a * s, dim=-1), self.fc(a) * s
+
+
+def get_inputs():
+    return [torch.randn({rows}, {cols}), float(torch.rand(())) * 4.0]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def scalar_input(rows: int = 8, cols: int = 96) -> Case:
+    """The number reaches each kernel that reads it by value, never as a constant."""
+    problem = HEADER + SCALAR_INPUT_MODEL.format(rows=rows, cols=cols)
+    kinds = ("pointwise", "row_reduction", "gemm")
+    nodes = (("mul", "sub", "relu"), ("mul_1", "softmax"), ("fc", "mul_2"))
+    return _captured_case("scalar_input", problem, kinds, nodes)
+
+
 def shape_branching() -> Case:
     """A forward that branches on a shape and makes a size a Python int: captured by TorchDynamo
     (symbolic_trace cannot follow it), then planned like any other graph."""
@@ -1139,6 +1169,7 @@ COVERAGE = [
     contractions(),
     made_in_forward(),
     triangles(),
+    scalar_input(),
 ]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 

@@ -655,18 +655,27 @@ def test_float32_inputs_and_int64_or_bool_ones_are_passed_on():
     assert ir["inputs"] == [
         tensor("x", [2]),
         {"name": "y", "shape": [2], "dtype": "float16"},
-        {"name": "k", "shape": None, "dtype": "int"},
+        {"name": "k", "shape": [], "dtype": "float32", "scalar": True},  # a number: by value
         {"name": "mask", "shape": [2], "dtype": "bool"},
         {"name": "labels", "shape": [2], "dtype": "int64"},
     ]
     assert ir["unsupported"] == [
         "input y: float16 tensors are not supported by the fusion compiler (float32, and int64 "
         "or bool where they index or mask)",
-        "input k: a int, not a tensor; only tensors are supported",
         "float (call_method float): converts float16 to float32; only float32 is supported in v1",
     ]
     nodes = {q["name"]: q for q in ir["nodes"]}
     assert nodes["mul_1"]["dtype"] == "float32" and nodes["view"]["dtype"] == "int64"
+    assert nodes["mul"]["args"] == [i("x"), i("k")]  # read as the input, never baked in
+
+    class Named(nn.Module):
+        def forward(self, x, name):
+            return x * 2
+
+    named = lower(Named(), torch.randn(2), "scale")
+    assert named["unsupported"][0] == (
+        "input name: a str, not a tensor or a number; only those are supported"
+    )
 
 
 def test_prod_and_logsumexp_lower_as_reductions():
