@@ -37,7 +37,7 @@ def census(path: Path) -> dict:
         module = problem_mod.load_module(path, f"coverage_{path.stem}")
         with torch.device("meta"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = module.Model(*module.get_init_inputs())
+            model = problem_mod.build_model(module, "meta", 0)
             inputs = problem_mod.make_inputs(module, 0, "meta")
             graph = lower(model, inputs, "cuda")
     except Exception as exc:  # noqa: BLE001 - a problem may fail to load on meta tensors

@@ -71,7 +71,7 @@ def measure_in_child(request: dict) -> dict:
 
     module = problem.load_module(Path(request["problem"]), "problem_model")
     with torch.device("meta"), torch.no_grad():
-        model = module.Model(*module.get_init_inputs())
+        model = problem.build_model(module, "meta", 0)
         inputs = problem.make_inputs(module, 0, "meta")
         outputs = problem.flatten(model(*inputs))
     tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
