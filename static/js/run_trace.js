@@ -607,7 +607,8 @@
     ws.onopen = function () {
       opened = everOpened = true;
       retryDelay = 1;
-      setConnection(ACTIVE[state.status] ? "live" : "run " + state.status);
+      // An ended run's trace is replayed first: its state says so until the `ended` event.
+      setConnection(ACTIVE[state.status] ? "live" : "loading the trace…");
     };
     ws.onmessage = function (message) {
       var data;
@@ -618,6 +619,8 @@
       if (socket === ws) socket = null;
       if (state.stopped) return;
       if (closing.code === 4404) { stop("This run does not exist, or you cannot see it."); return; }
+      // 1000: the server sent the run's last event (consumers.py); nothing more will come.
+      if (closing.code === 1000) { stop("run " + state.status); return; }
       if (!opened && !everOpened && ++failedOpens >= 3) { startPolling(); return; }
       setConnection("connection lost: reconnecting in " + retryDelay + " s…");
       setTimeout(connect, retryDelay * 1000);

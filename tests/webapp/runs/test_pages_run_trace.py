@@ -129,7 +129,7 @@ class Viewer:
     """One logged-in browser on a run's page, with the URL of every websocket it opened and
     every page load."""
 
-    def __init__(self, browser, stack: LiveStack, user, run: Run):
+    def __init__(self, browser, stack: LiveStack, user, run: Run, init_script: str = ""):
         client = Client()
         client.force_login(user)
         self.context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -139,6 +139,8 @@ class Viewer:
         self.sockets: list[str] = []
         self.loads: list[str] = []
         self.page = self.context.new_page()
+        if init_script:
+            self.page.add_init_script(init_script)
         self.page.set_default_timeout(20_000)
         self.page.on("websocket", lambda socket: self.sockets.append(socket.url))
         self.page.on("request", self._request)
@@ -270,6 +272,38 @@ def test_it_reloads_once_when_the_run_ends(stack, browser, alice, alices_run):
     assert len(viewer.loads) == 2  # the first load and one reload, not a loop
     assert len(viewer.sockets) == 2  # one for each load
     assert viewer.rows() == ["event-1", "event-2"]
+
+
+# Counts the trace's rows the moment the trace state first says "run ...": what a viewer (or a
+# test) that trusts the state sees.
+ROWS_WHEN_THE_STATE_SAYS_ENDED = """
+document.addEventListener("DOMContentLoaded", () => {
+  const state = document.querySelector("#trace-state");
+  new MutationObserver(() => {
+    if (window.rowsWhenEnded === undefined && state.textContent.startsWith("run ")) {
+      window.rowsWhenEnded = document.querySelectorAll("#trace > li").length;
+    }
+  }).observe(state, {childList: true, characterData: true, subtree: true});
+});
+"""
+
+
+def test_an_ended_runs_trace_state_says_so_only_after_its_last_event(
+    stack, browser, alice, alices_run
+):
+    """The page of an ended run replays the trace: the state said "run succeeded" as soon as the
+    socket opened, while most rows were still to come (a landing CI read a half trace)."""
+    stack.start_web()
+    thoughts = [("thought", {"turn": 1 + n // 10, "text": f"step {n}"}) for n in range(520)]
+    record(alices_run, *TRACE, *thoughts)  # more than the consumer's page of 500
+    finish(alices_run, RunStatus.SUCCEEDED, "")
+    viewer = Viewer(browser, stack, alice, alices_run, ROWS_WHEN_THE_STATE_SAYS_ENDED)
+    viewer.wait_for_state("run succeeded")
+    every = len(TRACE) + len(thoughts) + 1  # and the `ended` event
+    assert viewer.page.evaluate("window.rowsWhenEnded") == every
+    assert len(viewer.sockets) == 1  # closed by the server after the last event: no retry
+    viewer.page.wait_for_timeout(1500)  # longer than the first backoff
+    assert len(viewer.sockets) == 1
 
 
 def test_it_polls_the_api_where_the_server_refuses_websockets(stack, browser, alice, alices_run):
