@@ -234,6 +234,22 @@ def training_provenance(name: str, folder: Path) -> dict:
     }
 
 
+def describe_training(training: dict) -> str:
+    """A trained checkpoint's provenance in one line, as the board, the trace and the agents page
+    show it ("sft (rejection fine-tuning) of Qwen/Qwen2.5-7B on 120 trajectories, 300 steps");
+    "" for an agent that is not a trained checkpoint."""
+    if not training:
+        return ""
+    line = f"{training.get('method') or 'trained'} of {training.get('base') or 'an unnamed base'}"
+    for key, words in (("trajectories", "on {} trajector{}"), ("rollouts", "with {} rollout{}")):
+        count = training.get(key)
+        if count:
+            plural = ("ies" if count != 1 else "y") if key == "trajectories" else "s" * (count != 1)
+            line += " " + words.format(count, plural)
+    steps = training.get("steps")
+    return line + (f", {steps} step{'s' * (steps != 1)}" if steps is not None else "")
+
+
 def _nested(name: str, key: str, cls: type, values: dict):
     allowed = {f.name for f in dataclasses.fields(cls)}
     unknown = set(values) - allowed

@@ -26,7 +26,7 @@ from agent.backends import (
     ToolCall,
 )
 from agent.candidates import Candidate, Candidates
-from agent.config import AgentConfig
+from agent.config import AgentConfig, describe_training
 from agent.live_thought import LiveThought
 from agent.prompts import initial_messages
 from agent.tools import TOOL_NAMES, TOOLS, ToolCallError, ToolResult, check_arguments, run_tool
@@ -148,7 +148,10 @@ class Agent:
         self.messages = initial_messages(
             self.config.prompt_version, problem, self.workspace.skill(), budget.max_turns
         )
-        self.emit("status", {"state": "started", "agent": self.config.identity()})
+        started = {"state": "started", "agent": self.config.identity()}
+        if self.config.training:
+            started["trained"] = describe_training(self.config.training)
+        self.emit("status", started)
         while True:
             try:
                 self.step()

@@ -153,7 +153,8 @@
       case "claimed": return "claimed by " + (p.worker || "a worker") + (p.attempt > 1 ? " (attempt " + p.attempt + ")" : "");
       case "started":
         var agent = p.agent || {};
-        return "agent started: " + [agent.name, agent.model, agent.backend].filter(Boolean).join(" · ");
+        var started = "agent started: " + [agent.name, agent.model, agent.backend].filter(Boolean).join(" · ");
+        return p.trained ? started + " · trained: " + p.trained : started;
       case "running":
         return "turn " + p.turn + "/" + p.max_turns + " · " + count(p.tokens) + " tokens · " +
           dollars(p.cost_usd) + " · " + duration(p.seconds || 0) + bestSummary(p.best);

@@ -12,6 +12,7 @@ from agent.config import (
     AgentConfig,
     ConfigError,
     Prices,
+    describe_training,
     load_agent,
     load_agents,
 )
@@ -145,3 +146,25 @@ def test_a_checkpoint_without_its_training_record_is_refused(tmp_path):
     path = write(tmp_path, MINIMAL + "training = {steps = 1}\n")
     with pytest.raises(ConfigError, match="unknown keys \\['training'\\]"):
         load_agents(path)
+
+
+@pytest.mark.parametrize(
+    ("training", "line"),
+    [
+        (
+            {"method": "sft (rejection fine-tuning)", "base": "b", "trajectories": 1, "steps": 1},
+            "sft (rejection fine-tuning) of b on 1 trajectory, 1 step",
+        ),
+        (
+            {"method": "grpo", "base": "ckpt/rft-1", "trajectories": None, "rollouts": 64},
+            "grpo of ckpt/rft-1 with 64 rollouts",
+        ),
+        (
+            {"method": "grpo", "base": "b", "rollouts": 1, "steps": 0},
+            "grpo of b with 1 rollout, 0 steps",
+        ),
+        ({}, ""),  # known-bad: an agent that is no checkpoint has no line
+    ],
+)
+def test_a_checkpoints_provenance_in_one_line(training, line):
+    assert describe_training(training) == line

@@ -8,7 +8,13 @@ SPEEDUPS = {"geomean_speedup_vs_compile", "geomean_speedup_vs_eager"}
 
 def cells(row: dict, columns) -> list[tuple[str, str]]:
     """(column key, text) for each column: what a board's table row shows."""
-    return [(key, format_metric(key, row.get(key))) for key in columns]
+    return [(key, _cell(key, row)) for key in columns]
+
+
+def _cell(key: str, row: dict) -> str:
+    if key == "entrant" and row.get("trained"):
+        return f"{row['entrant']} (trained: {row['trained']})"
+    return format_metric(key, row.get(key))
 
 
 def format_metric(key: str, value) -> str:

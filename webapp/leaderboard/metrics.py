@@ -29,6 +29,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Exp, Ln
 
+from agent.config import describe_training
 from webapp.leaderboard.models import Grade, GradeStatus
 from webapp.runs.models import Run, RunKind, RunStatus
 from webapp.suites.models import Baseline, Evaluation, Suite
@@ -228,6 +229,7 @@ def row(suite: Suite, gpu_type: str, protocol: str, entrant: Entrant, problems: 
         "entrant": entrant.label,
         "kind": entrant.kind,
         "evaluation": entrant.evaluation.pk if entrant.evaluation else None,
+        "trained": _trained(entrant),
         "problems": problems,
         "correct": totals["correct"],
         "correct_rate": share(totals["correct"]),
@@ -243,6 +245,13 @@ def row(suite: Suite, gpu_type: str, protocol: str, entrant: Entrant, problems: 
     if entrant.runs is None:
         data["attempted"] = per_problem.count()
     return data
+
+
+def _trained(entrant: Entrant) -> str | None:
+    """An agent that is a trained checkpoint: its provenance when the counted evaluation ran."""
+    if entrant.evaluation is None:
+        return None
+    return describe_training(entrant.evaluation.agent_identity.get("training") or {}) or None
 
 
 def median(rows: QuerySet, field: str) -> float | None:

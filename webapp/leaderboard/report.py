@@ -10,7 +10,7 @@ import io
 from collections import Counter
 
 from webapp.leaderboard import metrics
-from webapp.leaderboard.formatting import format_metric
+from webapp.leaderboard.formatting import cells, format_metric
 from webapp.leaderboard.problem_results import problem_results
 from webapp.problems.models import ProblemStatus
 from webapp.problems.validation import UNFINISHED, rejection_cause
@@ -69,7 +69,7 @@ def markdown(suite: Suite, gpu_type: str, protocol: str | None = None, command: 
     columns = BOARD_COLUMNS
     lines += _table(
         [_HEADINGS[key] for key in columns],
-        [[format_metric(key, row.get(key)) for key in columns] for row in board["rows"]],
+        [[text for _, text in cells(row, columns)] for row in board["rows"]],
     )
     lines += _under_review(board) + _reported(board) + ["", "## Definitions", ""]
     lines += [f"- **{heading}**: {text}" for _, heading, text in metrics.DEFINITIONS]

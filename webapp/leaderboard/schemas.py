@@ -18,6 +18,11 @@ class BoardRowOut(Schema):
     entrant: str
     kind: str = Field(..., description="agent, person or compiler")
     evaluation: int | None = Field(..., description="the agent's evaluation counted; else null")
+    trained: str | None = Field(
+        None,
+        description="an agent that is a trained checkpoint (python -m agent.train): its method, "
+        "base model, data and steps in one line; else null",
+    )
     reported: bool = Field(False, description="always false: measured here")
     problems: int = Field(..., description="the suite's valid problems")
     runs: int = Field(..., description="ended runs counted for spend")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.config import MODEL_BACKENDS, AgentConfig, agents_file, load_agents
+from agent.config import MODEL_BACKENDS, AgentConfig, agents_file, describe_training, load_agents
 from webapp.errors import Conflict
 from webapp.runs.model_keys import missing_key_message, model_keys_url
 from webapp.runs.models import AgentHealth, HealthLevel, ModelKey
@@ -93,7 +93,7 @@ class AgentRow:
     endpoint: str
     health: AgentHealth | None  # None: a model agent not checked yet, or no model at all
     unavailable: Unavailable | None  # why the person viewing cannot run it now; None: they can
-    training: dict  # a trained checkpoint's provenance (agent/config.py); {} for none
+    trained: str  # a trained checkpoint's provenance in one line (agent/config.py); "" for none
 
 
 def agent_rows(viewer) -> list[AgentRow]:
@@ -109,7 +109,7 @@ def agent_rows(viewer) -> list[AgentRow]:
             config.base_url,
             healths.get(name),
             unavailable.get(name),
-            config.training,
+            describe_training(config.training),
         )
         for name, config in sorted(load_agents(agents_file()).items())
     ]

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from tests.webapp.conftest import make_problem
 from webapp.leaderboard import metrics
+from webapp.leaderboard.formatting import cells
 from webapp.leaderboard.models import Grade, GradeStatus
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs.models import Candidate, Run, RunKind, RunStatus
@@ -463,3 +464,25 @@ def test_a_model_agents_spend_per_run_and_speedup_per_dollar(world, alice, relu_
     assert row["entrant"] == "self-hosted"
     assert row["wall_minutes_per_run"] == pytest.approx(2.0)  # (1 + 3) / 2
     assert row["dollars_per_run"] == pytest.approx(0.0) and row["speedup_per_dollar"] is None
+
+
+def test_a_trained_agents_row_says_what_it_was_trained_from(world, alice):
+    training = {
+        "method": "sft (rejection fine-tuning)",
+        "base": "Qwen/Qwen2.5-Coder-7B-Instruct",
+        "data": ["runs/"],
+        "trajectories": 412,
+        "rollouts": None,
+        "steps": 1236,
+    }
+    identity = {"name": "rft-1", "backend": "openai", "training": training}
+    evaluation(world["suite"], alice, "rft-1", agent_identity=identity)
+    rows = rows_by_entrant(metrics.board(world["suite"], GPU))
+    line = "sft (rejection fine-tuning) of Qwen/Qwen2.5-Coder-7B-Instruct on 412 trajectories"
+    assert rows["rft-1"]["trained"] == line + ", 1236 steps"
+    assert dict(cells(rows["rft-1"], ["entrant"])) == {
+        "entrant": f"rft-1 (trained: {line}, 1236 steps)"
+    }
+    # known-bad beside it: an agent, a person and the compiler that are no checkpoint say nothing
+    assert {rows[name]["trained"] for name in ("fusion", "alice", metrics.COMPILER)} == {None}
+    assert dict(cells(rows["fusion"], ["entrant"])) == {"entrant": "fusion"}

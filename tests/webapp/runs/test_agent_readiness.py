@@ -132,7 +132,7 @@ def test_staff_see_what_a_trained_agent_was_trained_from(alice, agents_file, tmp
     client = Client()
     client.force_login(alice)
     page = client.get("/staff/agents/").content.decode()
-    base = "<code>Qwen/Qwen2.5-Coder-7B-Instruct</code>"
+    base = "Qwen/Qwen2.5-Coder-7B-Instruct"
     assert f"sft (rejection fine-tuning) of {base} on 412 trajectories, 1236 steps" in page
     # known-bad beside it: the agent with no checkpoint shows no training line
     assert "untrained" in page
