@@ -18,6 +18,8 @@ import sys
 
 from agent.train import chat_format
 
+SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent.train")
@@ -34,6 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     sft.add_argument("--epochs", type=float, default=3.0)
     sft.add_argument("--learning-rate", type=float, default=2e-5)
+    sft.add_argument(
+        "--lr-scheduler",
+        choices=SCHEDULERS,
+        default="linear",
+        help="how the learning rate moves over the steps (linear: down to 0)",
+    )
+    sft.add_argument("--warmup-steps", type=int, default=0)
     sft.add_argument("--batch-size", type=int, default=1)
     sft.add_argument("--gradient-accumulation", type=int, default=1)
     sft.add_argument("--max-length", type=int, default=16384)
@@ -56,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     grpo.add_argument("--max-turns", type=int, default=8)
     grpo.add_argument("--max-new-tokens", type=int, default=1024)
     grpo.add_argument("--num-generations", type=int, default=4)
+    grpo.add_argument(
+        "--concurrent-rollouts",
+        type=int,
+        default=4,
+        help="episodes of a batch at once (the harness's GPU lock orders their timing)",
+    )
     grpo.add_argument("--steps", type=int, default=100)
     grpo.add_argument("--learning-rate", type=float, default=1e-6)
     grpo.add_argument("--temperature", type=float, default=1.0)
@@ -90,6 +105,8 @@ def _sft(args) -> int:
         served_by=args.served_by,
         epochs=args.epochs,
         learning_rate=args.learning_rate,
+        lr_scheduler=args.lr_scheduler,
+        warmup_steps=args.warmup_steps,
         batch_size=args.batch_size,
         gradient_accumulation=args.gradient_accumulation,
         max_length=args.max_length,

@@ -25,6 +25,8 @@ class SftPlan:
     served_by: str = "vllm"
     epochs: float = 3.0
     learning_rate: float = 2e-5
+    lr_scheduler: str = "linear"  # transformers' lr_scheduler_type
+    warmup_steps: int = 0
     batch_size: int = 1
     gradient_accumulation: int = 1
     max_length: int | None = 16384
@@ -74,6 +76,8 @@ def train(plan: SftPlan, selection: Selection) -> dict:
         **shared_arguments(plan.output, plan.seed, bf16),
         num_train_epochs=plan.epochs,
         learning_rate=plan.learning_rate,
+        lr_scheduler_type=plan.lr_scheduler,
+        warmup_steps=plan.warmup_steps,
         per_device_train_batch_size=plan.batch_size,
         gradient_accumulation_steps=plan.gradient_accumulation,
         max_length=plan.max_length,
@@ -150,7 +154,8 @@ tags: [kernelarena, cuda-kernels, rft, trl, sft]
   one's best candidate verified with milestone reward >= {plan["min_reward"]}
   (agent/reward.py); turned away: {turned}; {data["dropped_turns"]} assistant turns with
   invalid tool calls dropped; {data["tokens"]} tokens
-- **Steps:** {summary["steps"]} ({plan["epochs"]} epochs, learning rate {plan["learning_rate"]},
+- **Steps:** {summary["steps"]} ({plan["epochs"]} epochs, learning rate {plan["learning_rate"]}
+  ({plan["lr_scheduler"]}, {plan["warmup_steps"]} warm-up steps),
   batch {plan["batch_size"]} x {plan["gradient_accumulation"]}); loss {summary["first_loss"]}
   at the first logged step, {summary["last_loss"]} at the last
 - **Made by:** `python -m agent.train sft` (KernelArena); the full record is

@@ -86,8 +86,10 @@ def serving_missing() -> str | None:
     return None
 
 
-def build_tiny_model(directory: Path, vocab_size: int = 1024) -> Path:
-    """A random-weight Qwen2 causal LM and a locally trained tokenizer, saved in directory."""
+def build_tiny_model(directory: Path, vocab_size: int = 1024, babbling: bool = True) -> Path:
+    """A random-weight Qwen2 causal LM and a locally trained tokenizer, saved in directory.
+    babbling=False: the generation config a real model ships (greedy, nothing suppressed), for a
+    base that training will teach to call tools."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -126,9 +128,10 @@ def build_tiny_model(directory: Path, vocab_size: int = 1024) -> Path:
     # Sampled, not greedy (which repeats one token): replies of visible garbage that never holds
     # a special token, so never a <tool_call> nor an end before max_tokens. A request without
     # max_tokens gets transformers serve's default of 1024 new tokens: the tests always set it.
-    generation = model.generation_config
-    generation.do_sample, generation.temperature, generation.top_k = True, 1.0, 0
-    generation.suppress_tokens = tokenizer.convert_tokens_to_ids(SPECIAL_TOKENS)
+    if babbling:
+        generation = model.generation_config
+        generation.do_sample, generation.temperature, generation.top_k = True, 1.0, 0
+        generation.suppress_tokens = tokenizer.convert_tokens_to_ids(SPECIAL_TOKENS)
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(directory)
     model.save_pretrained(directory)
