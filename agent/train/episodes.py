@@ -5,6 +5,7 @@ verdict blamed on the infrastructure, a crash) says so: it is the machine's, not
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from agent.config import AgentConfig, Budget
@@ -12,6 +13,7 @@ from agent.loop import Agent
 from agent.trajectory import trajectory_record
 
 _MACHINE = "infrastructure"
+HARNESS_ATTEMPTS = 2
 
 
 @dataclass
@@ -32,6 +34,25 @@ def run_episode(problem: dict, backend, device: str, max_turns: int) -> Episode:
         result = Agent(config, backend, session).run()
     record = trajectory_record(result, config, {"name": problem.get("name", "")})
     return Episode(record, record["reward"], harness_failed(record))
+
+
+def run_episodes(
+    problems: list[dict], backend, device: str, max_turns: int, concurrency: int
+) -> list[Episode]:
+    """One episode per problem (a batch's rollouts), `concurrency` at a time, in order. They
+    overlap the model's sampling with the harness's work; the harness's own queue (its GPU
+    lock) bounds what runs on the GPU at once, so more rollouts than GPUs is fine. An episode
+    the machine failed is run again once; failed again, it says so (the trainer drops it)."""
+
+    def episode(problem: dict) -> Episode:
+        for _ in range(HARNESS_ATTEMPTS):
+            done = run_episode(problem, backend, device, max_turns)
+            if not done.harness_failed:
+                break
+        return done
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        return list(pool.map(episode, problems))
 
 
 def harness_failed(record: dict) -> bool:

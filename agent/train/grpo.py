@@ -19,8 +19,6 @@ from agent.train import chat_format, episodes
 from agent.train.policy_backend import PolicyBackend
 from agent.train.trainer_setup import load_policy, shared_arguments
 
-HARNESS_ATTEMPTS = 2
-
 
 @dataclass
 class GrpoPlan:
@@ -32,6 +30,7 @@ class GrpoPlan:
     max_turns: int = 8
     max_new_tokens: int = 1024
     num_generations: int = 4
+    concurrent_rollouts: int = 4  # episodes of a batch at once (threads sharing the policy)
     steps: int = 100
     learning_rate: float = 1e-6
     temperature: float = 1.0
@@ -83,8 +82,14 @@ def make_rollout(plan: GrpoPlan, problems: dict[str, dict], tokenizer, log: list
         )
         out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
         out["milestone_reward"] = []
-        for name in prompts:
-            episode = _episode(problems[name], backend, plan)
+        batch = episodes.run_episodes(
+            [problems[name] for name in prompts],
+            backend,
+            plan.device,
+            plan.max_turns,
+            plan.concurrent_rollouts,
+        )
+        for name, episode in zip(prompts, batch, strict=True):
             seq = sequences(episode, tokenizer, plan.served_by)
             out["prompt_ids"].append(seq["prompt_ids"])
             out["completion_ids"].append(seq["completion_ids"])
@@ -103,14 +108,6 @@ def make_rollout(plan: GrpoPlan, problems: dict[str, dict], tokenizer, log: list
         return out
 
     return rollout
-
-
-def _episode(problem: dict, backend, plan: GrpoPlan) -> episodes.Episode:
-    for _ in range(HARNESS_ATTEMPTS):
-        episode = episodes.run_episode(problem, backend, plan.device, plan.max_turns)
-        if not episode.harness_failed:
-            break
-    return episode
 
 
 def milestone_reward(prompts, completions, milestone_reward, **_) -> list[float | None]:

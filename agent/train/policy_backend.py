@@ -5,6 +5,7 @@ What the model wrote is kept token for token, so a rollout trains on exactly wha
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -19,7 +20,7 @@ class PolicyBackend:
         self.model, self.tokenizer = model, tokenizer
         self.served_by = served_by
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
-        self.calls = 0
+        self._serial = itertools.count(1)  # one backend serves a batch's concurrent episodes
 
     def complete(self, messages, tools, deadline=None, on_text=None) -> Reply:
         import torch
@@ -44,8 +45,8 @@ class PolicyBackend:
         written = new[: next((i for i, t in enumerate(new) if t in ends), len(new))]
         # special tokens kept: a tool call's tags may be special tokens of the vocabulary
         reply = self.tokenizer.decode(written, skip_special_tokens=False)
-        self.calls += 1
-        return _reply(reply, self.calls, Usage(prompt["input_ids"].shape[1], len(new)))
+        usage = Usage(prompt["input_ids"].shape[1], len(new))
+        return _reply(reply, next(self._serial), usage)
 
 
 def _reply(text: str, serial: int, usage: Usage) -> Reply:

@@ -5,12 +5,14 @@ real cpu harness, rewarded by the harness; two real GRPO steps of a tiny random-
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
 pytest.importorskip("trl")
 pytest.importorskip("gpu_workers.harness.session")
 
+from agent.backends import Reply, ToolCall, Usage  # noqa: E402
 from agent.backends.scripted import ScriptedBackend  # noqa: E402
 from agent.reward import FAILURE  # noqa: E402
 from agent.train import episodes, grpo  # noqa: E402
@@ -68,3 +70,34 @@ def test_two_grpo_steps_over_episodes_the_harness_rewarded(tmp_path):
     # a random model writes no tool call: each episode ended with no candidate, reward -1
     assert summary["rewards"] == [FAILURE] * 4 and summary["harness_failures"] == 0
     assert (tmp_path / "policy" / "config.json").is_file()
+
+
+class MeetingModel:
+    """A policy that answers (finish) only once `parties` episodes wait on it at the same time:
+    episodes run one after another never meet, and the barrier breaks after `patience_s`."""
+
+    def __init__(self, parties: int, patience_s: float):
+        self.barrier = threading.Barrier(parties, timeout=patience_s)
+
+    def complete(self, messages, tools, deadline=None, on_text=None) -> Reply:
+        self.barrier.wait()
+        finish = ToolCall("meet_0", "finish", '{"summary": "met"}', {"summary": "met"}, None)
+        return Reply(content="", tool_calls=[finish], usage=Usage(1, 1))
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "patience_s", "finished"),
+    [(2, 600, True), (1, 5, False)],  # known-bad: one at a time, nobody meets
+    ids=["a-batch-at-once", "one-at-a-time"],
+)
+def test_a_batchs_rollouts_run_at_once(concurrency, patience_s, finished):
+    batch = episodes.run_episodes(
+        [RELU_SCALE, {**RELU_SCALE, "name": "again"}],
+        MeetingModel(2, patience_s),
+        "cpu",
+        max_turns=2,
+        concurrency=concurrency,
+    )
+    assert [e.record["problem"]["name"] for e in batch] == ["relu_scale", "again"]  # in order
+    statuses = {e.record["status"] for e in batch}
+    assert statuses == ({"finished"} if finished else {"crashed"}), statuses
