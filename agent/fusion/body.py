@@ -287,6 +287,10 @@ class _Lowering:
             return body.scalar(buffer_name(root, self.names), level)
         if root.kind == "node" and root.name in body.value_of:
             return body.value_of[root.name]
+        if root.kind == "node" and root.name in self.plan.inline:  # a mask, computed here
+            mask = self.graph.node_by_name[root.name]
+            operands = [self.arg(a, consumer_shape, level) for a in mask.args if a.kind != "none"]
+            return body.op(mask.op, operands, level, mask.attrs)
         terms = broadcast_terms(self.graph.shape_of(ref), consumer_shape)
         assert terms is not None, f"{ref} does not broadcast to {consumer_shape}"
         buffer = buffer_name(root, self.names)

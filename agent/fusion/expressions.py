@@ -29,12 +29,18 @@ UNARY = {
     "mish": "{x} * tanhf({x} > 20.0f ? {x} : log1pf(expf({x})))",
     "softsign": "{x} / (1.0f + fabsf({x}))",
     "logsigmoid": "(fminf({x}, 0.0f) - log1pf(expf(-fabsf({x}))))",
+    # a mask's 0/1 (a bool is computed as 0.0f or 1.0f: docs/fusion.md)
+    "logical_not": "({x} == 0.0f ? 1.0f : 0.0f)",
 }
 # Spelled per dialect: CUDA has rsqrtf (2 ulp); C++ has none.
 RSQRT = {"cuda": "rsqrtf({x})", "cpu": "1.0f / sqrtf({x})"}
 PARAMETRISED = ("gelu", "softplus", "leaky_relu", "clamp", "hardtanh", "elu", "celu", "rsqrt")
-BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
-POINTWISE_OPS = frozenset(UNARY) | frozenset(PARAMETRISED) | frozenset(BINARY)
+# Comparisons make a bool: 1.0f where it holds, else 0.0f (a NaN compares as in torch).
+COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", *COMPARISONS)
+TERNARY = ("where",)  # where(condition, a, b): a where the condition is nonzero, else b
+BOOL_OPS = frozenset(COMPARISONS) | {"logical_not"}  # the pointwise ops whose result is a bool
+POINTWISE_OPS = frozenset(UNARY) | frozenset(PARAMETRISED) | frozenset(BINARY) | frozenset(TERNARY)
 
 # Reductions: identity element and how two partial results combine.
 REDUCE_INIT = {"sum": "0.0f", "max": "-INFINITY", "min": "INFINITY", "prod": "1.0f"}
@@ -79,7 +85,12 @@ def pointwise(op: str, attrs: dict, args: list[str], dialect: str) -> str:
         return RSQRT[dialect].format(x=args[0])
     if op in PARAMETRISED:
         return _parametrised(op, attrs, args[0])
+    if op == "where":
+        condition, a, b = args
+        return f"({condition} != 0.0f ? {a} : {b})"
     a, b = args
+    if op in COMPARISONS:
+        return f"({a} {COMPARISONS[op]} {b} ? 1.0f : 0.0f)"
     if op in ("add", "sub"):
         alpha = float(_attr(attrs, "alpha", 1.0))
         rhs = b if alpha == 1.0 else f"{literal(alpha)} * {b}"

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.fusion.expressions import POINTWISE_OPS
+from agent.fusion.expressions import BINARY, BOOL_OPS, POINTWISE_OPS, TERNARY
 from agent.fusion.ir import Graph, Node, Ref, Term, broadcast_terms, is_identity, numel
 
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "logsumexp"})
@@ -110,6 +110,8 @@ class Plan:
     alias_of: dict[str, Ref]  # reshape/identity node -> its input (not resolved)
     materialised: list[str]  # node names written to memory, in graph order
     unsupported: list[str]
+    # masks of inputs and parameters alone, in no kernel: computed where they are read
+    inline: frozenset[str] = frozenset()
 
     def resolve(self, ref: Ref) -> Ref:
         """The ref whose buffer `ref` shares (through reshape/identity chains)."""
@@ -296,6 +298,8 @@ def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
 def _output_dtype(graph: Graph, node: Node) -> str:
     if node.op in ARG_REDUCTIONS:
         return "int64"
+    if node.op in BOOL_OPS:
+        return "bool"
     if node.op in LAYOUT and node.args and node.args[0].is_tensor:
         return graph.dtype_of(node.args[0])
     return "float32"
@@ -335,10 +339,10 @@ def _check_node(graph: Graph, node: Node) -> None:
         if numel(graph.shape_of(node.args[0])) != numel(node.shape):
             raise Unplaceable("reshape changes the number of elements")
     elif node.op in POINTWISE_OPS:
-        binary = node.op in ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+        expected = 3 if node.op in TERNARY else 2 if node.op in BINARY else 1
         operands = [a for a in node.args if a.kind != "none"]
-        if len(operands) != (2 if binary else 1):
-            raise Unplaceable(f"expects {2 if binary else 1} operand(s), got {len(operands)}")
+        if len(operands) != expected:
+            raise Unplaceable(f"expects {expected} operand(s), got {len(operands)}")
         for ref in operands:
             if ref.is_tensor and broadcast_terms(graph.shape_of(ref), node.shape) is None:
                 raise Unplaceable(
@@ -395,8 +399,9 @@ def _row_scalar_terms(kernel: Kernel) -> tuple[Term, ...]:
 
 
 class _Planner:
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, inline: set[str] | None = None):
         self.graph = graph
+        self.inline = inline or set()  # masks computed where read, in no kernel
         self.kernels: list[Kernel] = []
         self.kernel_of: dict[str, int] = {}
         self.level: dict[str, str] = {}
@@ -491,10 +496,14 @@ class _Planner:
     def place(self, node: Node) -> None:
         graph = self.graph
         if node.op in LAYOUT:
-            self.alias_of[node.name] = node.args[0]
             root = self.resolve(node.args[0])
+            if root.kind == "node" and root.name in self.inline:
+                raise Unplaceable(f"a reshape of the mask {root.name} is not supported yet")
+            self.alias_of[node.name] = node.args[0]
             if root.kind == "node":
                 self.kernels[self.kernel_of[root.name]].aliases.append(node.name)
+            return
+        if node.name in self.inline:
             return
         producers = self.producers(node)
         latest = self.kernels[max(producers)] if producers else None
@@ -547,12 +556,14 @@ def plan_graph(graph: Graph) -> Plan:
             problems.append(_why(node, str(exc)))
     planner = _Planner(graph)
     if not problems:
-        for node in graph.nodes:
-            if node.name in live:
-                try:
-                    planner.place(node)
-                except Unplaceable as exc:
-                    problems.append(_why(node, str(exc)))
+        problems = _place_all(planner, live)
+    if not problems:
+        # A mask of inputs and parameters that another kernel reads (minGPT's `self.bias == 0`
+        # is smaller than what it masks) is recomputed by each op that reads it instead.
+        masks = [n for n in _materialised(graph, planner, live) if _of_leaves(planner, n)]
+        if masks:
+            planner = _Planner(graph, set(masks))
+            problems = _place_all(planner, live)
     for ref in graph.outputs:
         root = planner.resolve(ref) if ref.kind == "node" else ref
         if ref.kind == "node" and root.kind != "node" and not problems:
@@ -564,6 +575,10 @@ def plan_graph(graph: Graph) -> Plan:
         empty.unsupported = problems
         return empty
     materialised = _materialised(graph, planner, live)
+    kept_masks = [n for n in materialised if graph.node_by_name[n].dtype == "bool"]
+    if kept_masks:
+        empty.unsupported = [_why(graph.node_by_name[n], KEPT_MASK) for n in kept_masks]
+        return empty
     for kernel in planner.kernels:
         kernel.name = f"k{kernel.index}_{_label(graph, kernel)}"
     return Plan(
@@ -574,7 +589,33 @@ def plan_graph(graph: Graph) -> Plan:
         planner.alias_of,
         materialised,
         [],
+        frozenset(planner.inline),
     )
+
+
+def _place_all(planner: _Planner, live: set[str]) -> list[str]:
+    problems = []
+    for node in planner.graph.nodes:
+        if node.name in live:
+            try:
+                planner.place(node)
+            except Unplaceable as exc:
+                problems.append(_why(node, str(exc)))
+    return problems
+
+
+def _of_leaves(planner: _Planner, name: str) -> bool:
+    """Whether node `name` is a mask computed from inputs, parameters and constants alone."""
+    node = planner.graph.node_by_name[name]
+    if node.op not in BOOL_OPS:
+        return False
+    return all(planner.resolve(r).kind != "node" for r in node.tensor_args())
+
+
+KEPT_MASK = (
+    "a mask (a comparison's bool) lives in registers, read by pointwise ops of the kernel that "
+    "computes it: returning it, or reading it in another kernel, is not supported yet"
+)
 
 
 def _materialised(graph: Graph, planner: _Planner, live: set[str]) -> list[str]:
@@ -584,9 +625,13 @@ def _materialised(graph: Graph, planner: _Planner, live: set[str]) -> list[str]:
     for node in graph.nodes:
         if node.name not in live or node.op in LAYOUT:
             continue
+        if node.name in planner.inline:
+            continue
         for ref in node.tensor_args():
             root = planner.resolve(ref)
-            if root.kind == "node" and planner.kernel_of[root.name] != planner.kernel_of[node.name]:
+            if root.kind != "node" or root.name in planner.inline:
+                continue
+            if planner.kernel_of[root.name] != planner.kernel_of[node.name]:
                 needed.add(root.name)
     return [n.name for n in graph.nodes if n.name in needed]
 

@@ -141,6 +141,14 @@ def lower(model: nn.Module, inputs: list, device: str) -> dict:
     return graph
 
 
+class _BufferTracer(fx.Tracer):
+    """symbolic_trace's tracer, with buffers read as get_attr nodes like parameters: fx would
+    run an op on a buffer while tracing and keep its result as a constant outside the
+    state_dict (minGPT's `self.bias == 0` causal mask), which ModelNew could not be given."""
+
+    proxy_buffer_attributes = True
+
+
 def _trace(model: nn.Module, inputs: list) -> tuple[fx.GraphModule | None, str]:
     """The forward as an fx graph of torch-level calls, or why not. symbolic_trace
     first (it keeps module calls, and runs nothing); a forward it cannot follow (Python that
@@ -148,7 +156,7 @@ def _trace(model: nn.Module, inputs: list) -> tuple[fx.GraphModule | None, str]:
     the seeded inputs, which specialises such Python to these shapes. Only when both fail is
     the forward refused, with symbolic_trace's reason."""
     try:
-        return fx.symbolic_trace(model), ""
+        return fx.GraphModule(model, _BufferTracer().trace(model), type(model).__name__), ""
     except Exception as exc:  # noqa: BLE001 - the tracer raises many kinds; all mean "cannot"
         first = f"forward cannot be traced by torch.fx: {_message(exc)}"
     try:

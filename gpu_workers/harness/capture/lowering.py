@@ -22,6 +22,7 @@ from gpu_workers.harness.capture.factories import FILL_HELD, FactoryLowering
 from gpu_workers.harness.capture.losses import LossLowering
 from gpu_workers.harness.capture.norms import NormLowering
 from gpu_workers.harness.capture.ops import (
+    COMPARISONS,
     CONVOLUTIONS,
     FUNCTIONS,
     SHAPE_ONLY,
@@ -41,7 +42,8 @@ from gpu_workers.harness.capture.scans import HELD, Deferred, ScanLowering
 _NUMBER = (int, float)
 # Ops whose result may be other than float32: argmax / argmin's int64, a view of a mask or index.
 _OTHER_DTYPES = {"argmax": ("int64",), "argmin": ("int64",), "reshape": ("int64", "bool"),
-                 "identity": ("int64", "bool")}  # fmt: skip
+                 "identity": ("int64", "bool"), "logical_not": ("bool",),
+                 **dict.fromkeys(COMPARISONS, ("bool",))}  # fmt: skip
 _STATIC_ATTRIBUTES = ("shape", "ndim", "dtype", "device", "is_cuda")
 
 
@@ -332,10 +334,12 @@ class Lowering(
         kind, names = entry
         bound = bind(node, names)
         handler = getattr(self, f"_lower_{kind}", None)
-        if handler is None:
-            self._lower_unary(node, kind, bound)
-        else:
+        if handler is not None:
             handler(node, bound)
+        elif kind in COMPARISONS:
+            self._binary(node, kind, bound["input"], bound["other"])
+        else:
+            self._lower_unary(node, kind, bound)
 
     def _lower_unary(self, node: fx.Node, op: str, bound: dict) -> None:
         self._emit(node, op, [self._tensor(bound["input"])])
@@ -577,9 +581,33 @@ class Lowering(
         source = node.args[0] if node.args else node.kwargs.get("input")
         before = _meta_dtype(source)
         after = _meta_dtype(node)
-        if before != "float32" or after != "float32":
-            raise Unsupported(f"converts {before} to {after}; only float32 is supported in v1")
-        self._emit(node, "identity", [self._tensor(source)])
+        x = self._tensor(source)
+        if (before, after) == ("float32", "float32"):
+            self._emit(node, "identity", [x])
+        elif (before, after) == ("bool", "float32"):  # a mask as 0.0 and 1.0
+            self._emit(node, "where", [x, {"const": 1.0}, {"const": 0.0}])
+        elif (before, after) == ("float32", "bool"):
+            self._emit(node, "ne", [x, {"const": 0.0}])
+        else:
+            raise Unsupported(f"converts {before} to {after}; only float32 and bool are supported")
+
+    def _lower_where(self, node: fx.Node, bound: dict) -> None:
+        if "if_true" not in bound or "if_false" not in bound:
+            raise Unsupported(f"torch.where with a condition alone (nonzero) is {UNSUPPORTED}")
+        refs = [self._ref(bound[k]) for k in ("input", "if_true", "if_false")]
+        self._emit(node, "where", refs)
+
+    def _lower_masked_fill(self, node: fx.Node, bound: dict) -> None:
+        """x.masked_fill(mask, value): value where the mask holds, else x."""
+        refs = [self._ref(bound["mask"]), self._ref(bound["value"]), self._ref(bound["input"])]
+        self._emit(node, "where", refs)
+
+    def _lower_invert(self, node: fx.Node, bound: dict) -> None:
+        if _meta_dtype(bound["input"]) != "bool":
+            raise Unsupported(
+                f"~ of a {_meta_dtype(bound['input'])} tensor (bitwise) is {UNSUPPORTED}"
+            )
+        self._emit(node, "logical_not", [self._tensor(bound["input"])])
 
     def _lower_dropout(self, node: fx.Node, bound: dict) -> None:
         p = self._value(bound.get("p", 0.5))

@@ -29,6 +29,14 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 _UNARY = ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "erf")
+# The comparisons, each a core op of its own name (a bool: docs/fusion.md), with their aliases.
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+_COMPARISON_NAMES = {**{op: op for op in COMPARISONS}, "greater": "gt", "greater_equal": "ge",
+                     "less": "lt", "less_equal": "le", "not_equal": "ne"}  # fmt: skip
+_OPERATOR_COMPARISONS = {operator.eq: "eq", operator.ne: "ne", operator.lt: "lt",
+                         operator.le: "le", operator.gt: "gt", operator.ge: "ge"}  # fmt: skip
+# torch.where(condition, input, other): the condition is bound as "input", the anchor
+_WHERE = ("input", "if_true", "if_false")
 _REDUCE = ("input", "dim", "keepdim", "dtype")
 _MINMAX = ("input", "dim", "keepdim", "other")
 _LOSS = ("input", "target", "size_average", "reduce", "reduction")
@@ -49,6 +57,10 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
     table: dict[Callable, tuple[str, tuple[str, ...] | None]] = {}
     for name in _UNARY:
         table[getattr(torch, name)] = (name, ("input",))
+    for name, op in _COMPARISON_NAMES.items():
+        table[getattr(torch, name)] = (op, ("input", "other"))
+    for function, op in _OPERATOR_COMPARISONS.items():
+        table[function] = (op, ("input", "other"))
     table.update(
         {
             torch.negative: ("neg", ("input",)),
@@ -157,6 +169,10 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             torch.detach: ("identity", ("input",)),
             F.dropout: ("dropout", ("input", "p", "training", "inplace")),
             torch.t: ("transpose", None),
+            torch.where: ("where", _WHERE),
+            torch.masked_fill: ("masked_fill", ("input", "mask", "value")),
+            torch.logical_not: ("logical_not", ("input",)),
+            operator.invert: ("invert", ("input",)),
             torch.tril: ("triangle", ("input", "diagonal", "out")),
             torch.triu: ("triangle", ("input", "diagonal", "out")),
             torch.transpose: ("transpose", None),
@@ -176,8 +192,13 @@ def _method_table() -> dict[str, tuple[str, tuple[str, ...] | None]]:
     table: dict[str, tuple[str, tuple[str, ...] | None]] = {
         name: (name, ("input",)) for name in _UNARY
     }
+    for name, op in _COMPARISON_NAMES.items():
+        table[name] = (op, ("input", "other"))
     table.update(
         {
+            "masked_fill": ("masked_fill", ("input", "mask", "value")),
+            "logical_not": ("logical_not", ("input",)),
+            "bool": ("convert", ("input", "memory_format")),
             "negative": ("neg", ("input",)),
             "absolute": ("abs", ("input",)),
             "square": ("square", ("input",)),

@@ -1130,6 +1130,49 @@ def scalar_input(rows: int = 8, cols: int = 96) -> Case:
     return _captured_case("scalar_input", problem, kinds, nodes)
 
 
+MASKS_MODEL = '''class Model(nn.Module):
+    """Masks as real models build them: a causal mask kept as a buffer (minGPT's
+    `masked_fill(self.bias == 0, -inf)` before a softmax), comparisons, torch.where, ~ of a bool
+    input, .float() of a mask, and a NaN test (x != x)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("causal", torch.tril(torch.ones({n}, {n})).view(1, {n}, {n}))
+
+    def forward(self, x, keep):
+        att = x.masked_fill(self.causal == 0, float("-inf"))
+        probs = torch.softmax(att, dim=-1)
+        gated = torch.where(x > 0.25, x, x * 0.5)
+        flags = (x >= -0.5).float() + (~keep).float() * 2.0
+        return probs, gated * flags, torch.where(keep, gated, 0.0) + (x != x).float()
+
+
+def get_inputs():
+    x = torch.randn({batch}, {n}, {n})
+    return [x.masked_fill(x.abs() > 2.5, float("nan")), torch.rand({batch}, {n}, {n}) > 0.5]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def masks(batch: int = 4, n: int = 24) -> Case:
+    """A mask is a 0/1 in registers, read by the pointwise ops of the kernel that makes it; one
+    of inputs and parameters that another kernel reads is recomputed there instead."""
+    problem = HEADER + MASKS_MODEL.format(batch=batch, n=n)
+    kinds = ("row_reduction", "pointwise", "pointwise", "pointwise", "pointwise")
+    # eq (the buffer's mask, smaller than x) and gt are computed where read: in no kernel
+    nodes = (
+        ("masked_fill", "softmax"),
+        ("mul", "where", "where_1"),
+        ("ge", "float_1"),
+        ("invert", "float_2", "mul_1", "add", "mul_2"),
+        ("ne", "float_3", "add_1"),
+    )
+    return _captured_case("masks", problem, kinds, nodes)
+
+
 def shape_branching() -> Case:
     """A forward that branches on a shape and makes a size a Python int: captured by TorchDynamo
     (symbolic_trace cannot follow it), then planned like any other graph."""
@@ -1170,6 +1213,7 @@ COVERAGE = [
     made_in_forward(),
     triangles(),
     scalar_input(),
+    masks(),
 ]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 

@@ -318,6 +318,50 @@ def test_a_second_kernel_reads_a_materialised_value():
     ]
 
 
+def _bool(spec: dict) -> dict:
+    return {**spec, "dtype": "bool"}
+
+
+def test_a_mask_of_leaves_read_by_another_kernel_is_computed_there():
+    """`w > 0` on a [8] parameter masks a [4, 8] input: in no kernel of its own (a bool buffer
+    is never written); the kernel that reads it compares w itself."""
+    ir = graph(
+        [tensor("x", [4, 8])],
+        [tensor("w", [8], "parameter")],
+        [
+            _bool(node("m", "gt", [par("w"), const(0.0)], [8])),
+            node("y", "where", [nd("m"), inp("x"), const(-1.0)], [4, 8]),
+        ],
+        ["y"],
+    )
+    program = compile_graph(ir, "cpu")
+    assert [(k.kind, k.nodes) for k in program.kernels] == [("pointwise", ["y"])]
+    kernel = next(text for path, text in program.files.items() if path.endswith(".cpp"))
+    assert "> 0.0f ? 1.0f : 0.0f" in kernel
+
+
+@pytest.mark.parametrize(
+    ("nodes", "why"),
+    [
+        ([_bool(node("m", "gt", [inp("x"), const(0.0)], [4, 8]))], "m (gt): a mask"),
+        (  # a mask of a computed value, read by the row kernel after it
+            [
+                node("s", "sum", [inp("x")], [4, 1], dim=[1], keepdim=True),
+                _bool(node("m", "gt", [nd("s"), const(0.0)], [4, 1])),
+                node("e", "exp", [inp("x")], [4, 8]),
+                node("y", "where", [nd("m"), nd("e"), const(0.0)], [4, 8]),
+            ],
+            "m (gt): a mask",
+        ),
+    ],
+    ids=["returned", "read-by-another-kernel"],
+)
+def test_a_mask_kept_in_memory_is_refused_by_name(nodes, why):
+    ir = graph([tensor("x", [4, 8])], [], nodes, [nodes[-1]["name"]])
+    (reason,) = compile_graph(ir, "cpu").unsupported
+    assert reason.startswith(why) and "returning it, or reading it in another kernel" in reason
+
+
 def test_broadcast_terms():
     assert broadcast_terms((256,), (64, 256)) == (Term(1, 256, 1),)
     assert broadcast_terms((64, 256), (64, 256)) == (Term(1, 64 * 256, 1),)

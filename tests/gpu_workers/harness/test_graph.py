@@ -662,7 +662,8 @@ def test_float32_inputs_and_int64_or_bool_ones_are_passed_on():
     assert ir["unsupported"] == [
         "input y: float16 tensors are not supported by the fusion compiler (float32, and int64 "
         "or bool where they index or mask)",
-        "float (call_method float): converts float16 to float32; only float32 is supported in v1",
+        "float (call_method float): converts float16 to float32; only float32 and bool are "
+        "supported",
     ]
     nodes = {q["name"]: q for q in ir["nodes"]}
     assert nodes["mul_1"]["dtype"] == "float32" and nodes["view"]["dtype"] == "int64"
