@@ -45,6 +45,8 @@ _OTHER_DTYPES = {"argmax": ("int64",), "argmin": ("int64",), "reshape": ("int64"
                  "identity": ("int64", "bool"), "logical_not": ("bool",),
                  **dict.fromkeys(COMPARISONS, ("bool",))}  # fmt: skip
 _STATIC_ATTRIBUTES = ("shape", "ndim", "dtype", "device", "is_cuda")
+# Python's own arithmetic on sizes (x.size(-1) * 2, math.sqrt(d)): a value known at capture.
+_STATIC_MODULES = ("_operator", "operator", "builtins", "math")
 
 
 class _Skip(Exception):
@@ -141,7 +143,9 @@ class Lowering(
             known = _module_lowering(module) or module_call(module)
             return None if known else _module_reason(module)
         if node.op == "call_function" and node.target not in FUNCTIONS:
-            return UNSUPPORTED
+            # arithmetic on sizes is static where its operands are: only theirs is the reason
+            static = getattr(node.target, "__module__", None) in _STATIC_MODULES
+            return None if static else UNSUPPORTED
         if node.op == "call_method" and method_entry(node.target) is None:
             return UNSUPPORTED
         return None
@@ -160,11 +164,7 @@ class Lowering(
         if node.target is builtins.getattr:
             return node.args[1] in _STATIC_ATTRIBUTES
         module = getattr(node.target, "__module__", None)
-        return (
-            bool(inputs)
-            and module in ("_operator", "operator", "builtins")
-            and all(n in self.static for n in inputs)
-        )
+        return bool(inputs) and module in _STATIC_MODULES and all(n in self.static for n in inputs)
 
     def _placeholder(self, node: fx.Node, index: int) -> None:
         number = index < self.input_count and is_scalar_input(self.values.get(node))

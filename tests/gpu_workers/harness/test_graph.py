@@ -5,6 +5,7 @@ lowering rules on small trusted models in this process."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -498,6 +499,18 @@ def test_scalars_keep_their_side_and_rsub_its_order():
         ("pow_1", "pow", [c(2), i("x")], {}),
         ("truediv", "div", [i("x"), c(5)], {}),  # the size is baked in
     ]
+
+
+def test_math_on_a_size_is_a_constant_and_never_the_reason_a_chain_is_refused():
+    class M(nn.Module):
+        def forward(self, x):
+            scaled = x * (1.0 / math.sqrt(x.size(-1)))  # attention's 1 / sqrt(d)
+            head, _ = x.split(2, dim=-1)  # refused: what follows from it is not listed again
+            return scaled, head * (1.0 / math.sqrt(head.size(-1)))
+
+    ir = lower(M(), torch.randn(2, 4))
+    assert ops(ir)[0] == ("mul", "mul", [i("x"), c(0.5)], {})
+    assert len(ir["unsupported"]) == 1 and ir["unsupported"][0].startswith("split")
 
 
 def test_reduction_dims_are_normalised():
