@@ -40,8 +40,8 @@ from webapp.suites.models import Suite, SuiteProblem  # noqa: E402
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.slow,
-    # Recording, training and the run: 4 minutes on a quiet 2-core host, 13 beside two loops
-    # burning its cores (the suite's 15-minute limit is too close for that).
+    # Recording, training and the run took 13 minutes on a 2-core host running the suite and
+    # two CPU-burning loops beside it: the suite's 15-minute limit is too close for that.
     pytest.mark.timeout(1800),
     # The run must rank for its board row: a busy host's drift is not what this tests.
     pytest.mark.usefixtures("redis_server", "drift_of_a_quiet_host", "regrade_of_a_quiet_host"),
