@@ -47,6 +47,7 @@ class Triangle:
     cols: int
     diagonal: int
     upper: bool
+    fill: float | None = None  # no buffer: a fill's triangle (tril(ones(T, T))), this where kept
 
 
 @dataclass
@@ -177,7 +178,7 @@ class Body:
     def _read_dtypes(self) -> dict[str, str]:
         read: dict[str, str] = {}
         for n in self.nodes:
-            if n.kind == "load":
+            if n.kind == "load" and n.buffer:  # a fill's triangle reads no buffer
                 read.setdefault(n.buffer, n.dtype)
                 if n.pick is not None:
                     read.setdefault(n.pick.buffer, "int64")
@@ -217,10 +218,12 @@ def load_expression(node: BNode, position: str) -> str:
     """C++ (both dialects) reading load `node` at flat position `position` of its space."""
     if node.triangle is not None:
         t = node.triangle
-        col = f"(long long)(({position}) % {t.cols})"
-        row = f"(long long)(({position}) / {t.cols} % {t.rows})"
+        own = flat_index(node.terms, node.total, position)  # its place in the triangle's space
+        col = f"(long long)(({own}) % {t.cols})"
+        row = f"(long long)(({own}) / {t.cols} % {t.rows})"
         kept = f"{col} - {row} {'>=' if t.upper else '<='} {t.diagonal}"
-        return f"({kept} ? {node.buffer}[{flat_index(node.terms, node.total, position)}] : 0.0f)"
+        value = f"{node.buffer}[{own}]" if t.fill is None else expressions.literal(t.fill)
+        return f"({kept} ? {value} : 0.0f)"
     if node.pick is None:
         return f"{node.buffer}[{flat_index(node.terms, node.total, position)}]"
     pick = node.pick
@@ -289,6 +292,8 @@ class _Lowering:
             return body.value_of[root.name]
         if root.kind == "node" and root.name in self.plan.inline:  # a mask, computed here
             mask = self.graph.node_by_name[root.name]
+            if mask.op in ("tril", "triu"):
+                return self.triangle(mask, level, consumer_shape)
             operands = [self.arg(a, consumer_shape, level) for a in mask.args if a.kind != "none"]
             return body.op(mask.op, operands, level, mask.attrs)
         terms = broadcast_terms(self.graph.shape_of(ref), consumer_shape)
@@ -325,14 +330,18 @@ class _Lowering:
             return self.triangle(node, level)
         return self.lower_row_op(node)
 
-    def triangle(self, node, level: str) -> int:
-        """x where it lies in memory, zero on the other side of the diagonal."""
+    def triangle(self, node, level: str, consumer_shape: tuple[int, ...] | None = None) -> int:
+        """x where it lies in memory (or a fill's value), zero on the other side of the
+        diagonal; a fill's triangle may be read by a consumer it broadcasts to."""
+        space = consumer_shape or node.shape
         x = self.plan.resolve(node.args[0])
+        fill = float(x.value) if x.kind == "const" else None
         rows, cols = node.shape[-2:]
-        kept = Triangle(rows, cols, int(node.attrs.get("diagonal", 0)), node.op == "triu")
-        total = numel(node.shape)
-        terms = broadcast_terms(node.shape, node.shape)
-        return self.body.load(buffer_name(x, self.names), terms, total, level, triangle=kept)
+        diagonal = int(node.attrs.get("diagonal", 0))
+        kept = Triangle(rows, cols, diagonal, node.op == "triu", fill)
+        terms = broadcast_terms(node.shape, space)
+        buffer = "" if fill is not None else buffer_name(x, self.names)
+        return self.body.load(buffer, terms, numel(space), level, triangle=kept)
 
     def permute(self, node, level: str) -> int:
         """x read at each element's permuted position, where x lies in memory."""

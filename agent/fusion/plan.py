@@ -356,9 +356,10 @@ def _check_node(graph: Graph, node: Node) -> None:
     elif node.op == PERMUTE:
         permutation(graph, node)
     elif node.op in TRIANGLES:
-        if len(node.shape) < 2 or not node.args or not node.args[0].is_tensor:
-            raise Unplaceable("keeps a triangle of a tensor of at least 2 dims")
-        if tuple(graph.shape_of(node.args[0])) != tuple(node.shape):
+        x = node.args[0] if node.args else None
+        if len(node.shape) < 2 or x is None or not (x.is_tensor or x.kind == "const"):
+            raise Unplaceable("keeps a triangle of a tensor (or a fill) of at least 2 dims")
+        if x.is_tensor and tuple(graph.shape_of(x)) != tuple(node.shape):
             raise Unplaceable(f"{list(graph.shape_of(node.args[0]))} is not {list(node.shape)}")
         if not isinstance(node.attrs.get("diagonal", 0), int):
             raise Unplaceable(f"diagonal {node.attrs.get('diagonal')!r} is not an int")
@@ -560,9 +561,9 @@ def plan_graph(graph: Graph) -> Plan:
     if not problems:
         # A mask of inputs and parameters that another kernel reads (minGPT's `self.bias == 0`
         # is smaller than what it masks) is recomputed by each op that reads it instead.
-        masks = [n for n in _materialised(graph, planner, live) if _of_leaves(planner, n)]
+        masks = [n for n in _materialised(graph, planner, live) if _recomputable(planner, n)]
         if masks:
-            planner = _Planner(graph, set(masks))
+            planner = _Planner(graph, _with_operands(planner, masks))
             problems = _place_all(planner, live)
     for ref in graph.outputs:
         root = planner.resolve(ref) if ref.kind == "node" else ref
@@ -604,12 +605,28 @@ def _place_all(planner: _Planner, live: set[str]) -> list[str]:
     return problems
 
 
-def _of_leaves(planner: _Planner, name: str) -> bool:
-    """Whether node `name` is a mask computed from inputs, parameters and constants alone."""
+def _recomputable(planner: _Planner, name: str) -> bool:
+    """Whether node `name` can be computed inside any kernel that reads it: a mask, or a fill's
+    triangle (`tril(ones(T, T))`), of inputs, parameters, constants and such nodes alone."""
     node = planner.graph.node_by_name[name]
+    if node.op in TRIANGLES:
+        return node.args[0].kind == "const"
     if node.op not in BOOL_OPS:
         return False
-    return all(planner.resolve(r).kind != "node" for r in node.tensor_args())
+    roots = [planner.resolve(r) for r in node.tensor_args()]
+    return all(r.kind != "node" or _recomputable(planner, r.name) for r in roots)
+
+
+def _with_operands(planner: _Planner, names: list[str]) -> set[str]:
+    """`names` and the nodes they are computed from (recomputable too), all in no kernel."""
+    inline, stack = set(), list(names)
+    while stack:
+        name = stack.pop()
+        if name not in inline:
+            inline.add(name)
+            node = planner.graph.node_by_name[name]
+            stack += [r.name for r in map(planner.resolve, node.tensor_args()) if r.kind == "node"]
+    return inline
 
 
 KEPT_MASK = (

@@ -640,7 +640,11 @@ class Lowering(
             raise Unsupported(f"out= is {UNSUPPORTED}")
         name = node.target if node.op == "call_method" else node.target.__name__
         diagonal = self._value(bound.get("diagonal", 0))
-        self._emit(node, name, [self._tensor(bound["input"])], {"diagonal": int(diagonal)})
+        source = bound["input"]
+        fill = self.deferred.get(source) if isinstance(source, fx.Node) else None
+        # a fill's triangle (a causal mask made in the forward) is computed from each position
+        x = self._ref(source) if fill is not None and fill.what == "fill" else self._tensor(source)
+        self._emit(node, name, [x], {"diagonal": int(diagonal)})
 
     def _weight_permuted(self, node: fx.Node) -> dict:
         """A parameter's w.t() read other than as x @ w.t(): the permute, emitted at first use."""

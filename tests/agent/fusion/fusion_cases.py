@@ -1132,8 +1132,9 @@ def scalar_input(rows: int = 8, cols: int = 96) -> Case:
 
 MASKS_MODEL = '''class Model(nn.Module):
     """Masks as real models build them: a causal mask kept as a buffer (minGPT's
-    `masked_fill(self.bias == 0, -inf)` before a softmax), comparisons, torch.where, ~ of a bool
-    input, .float() of a mask, and a NaN test (x != x)."""
+    `masked_fill(self.bias == 0, -inf)` before a softmax) or made in the forward (a triangle of
+    ones or of -inf), comparisons, torch.where, ~ of a bool input, .float() of a mask, and a
+    NaN test (x != x)."""
 
     def __init__(self):
         super().__init__()
@@ -1144,7 +1145,15 @@ MASKS_MODEL = '''class Model(nn.Module):
         probs = torch.softmax(att, dim=-1)
         gated = torch.where(x > 0.25, x, x * 0.5)
         flags = (x >= -0.5).float() + (~keep).float() * 2.0
-        return probs, gated * flags, torch.where(keep, gated, 0.0) + (x != x).float()
+        n = x.size(-1)
+        made = torch.tril(torch.ones(n, n, device=x.device))  # causal masks made in the forward
+        above = torch.triu(torch.full((n, n), float("-inf"), device=x.device), diagonal=1)
+        return (
+            probs,
+            gated * flags,
+            torch.where(keep, gated, 0.0) + (x != x).float(),
+            torch.softmax(x + above, dim=-1) + x.masked_fill(made == 0, 0.0),
+        )
 
 
 def get_inputs():
@@ -1161,14 +1170,19 @@ def masks(batch: int = 4, n: int = 24) -> Case:
     """A mask is a 0/1 in registers, read by the pointwise ops of the kernel that makes it; one
     of inputs and parameters that another kernel reads is recomputed there instead."""
     problem = HEADER + MASKS_MODEL.format(batch=batch, n=n)
-    kinds = ("row_reduction", "pointwise", "pointwise", "pointwise", "pointwise")
-    # eq (the buffer's mask, smaller than x) and gt are computed where read: in no kernel
+    kinds = ("row_reduction", "pointwise", "pointwise", "pointwise", "pointwise",
+             "row_reduction", "pointwise")  # fmt: skip
+    # The buffer's mask (eq: smaller than x), gt and both triangles made in the forward (made,
+    # above) and their mask are computed where read: in no kernel of their own. (TorchDynamo
+    # captures this forward, for its sizes: nodes take the forward's variable names.)
     nodes = (
-        ("masked_fill", "softmax"),
-        ("mul", "where", "where_1"),
+        ("att", "probs"),
+        ("mul", "gated", "where_1"),
         ("ge", "float_1"),
-        ("invert", "float_2", "mul_1", "add", "mul_2"),
+        ("invert", "float_2", "mul_1", "flags", "mul_2"),
         ("ne", "float_3", "add_1"),
+        ("add_2", "softmax_1"),
+        ("masked_fill_1", "add_3"),
     )
     return _captured_case("masks", problem, kinds, nodes)
 
