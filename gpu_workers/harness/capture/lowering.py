@@ -603,10 +603,9 @@ class Lowering(
         self._emit(node, "where", refs)
 
     def _lower_invert(self, node: fx.Node, bound: dict) -> None:
-        if _meta_dtype(bound["input"]) != "bool":
-            raise Unsupported(
-                f"~ of a {_meta_dtype(bound['input'])} tensor (bitwise) is {UNSUPPORTED}"
-            )
+        dtype = _meta_dtype(bound["input"])
+        if dtype != "bool":
+            raise Unsupported(f"~ of a {dtype} tensor (bitwise) is {UNSUPPORTED}")
         self._emit(node, "logical_not", [self._tensor(bound["input"])])
 
     def _lower_dropout(self, node: fx.Node, bound: dict) -> None:
