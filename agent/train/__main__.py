@@ -17,7 +17,9 @@ import json
 import sys
 
 from agent.train import chat_format
+from agent.train.trainer_setup import PRECISIONS, use_bf16
 
+PRECISION_HELP = "the weights' dtype (auto: bf16 where the GPU has it)"
 SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup")
 
 
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sft.add_argument("--keep-invalid-calls", action="store_true")
     sft.add_argument("--seed", type=int, default=0)
+    sft.add_argument("--precision", choices=PRECISIONS, default="auto", help=PRECISION_HELP)
     grpo = sub.add_parser("grpo", help="GRPO with the harness's milestone reward")
     grpo.add_argument("--base", required=True, help="the policy to start from (folder or hub id)")
     grpo.add_argument("--problems", required=True, help="a suite export (export_dataset)")
@@ -75,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     grpo.add_argument("--learning-rate", type=float, default=1e-6)
     grpo.add_argument("--temperature", type=float, default=1.0)
     grpo.add_argument("--seed", type=int, default=0)
+    grpo.add_argument("--precision", choices=PRECISIONS, default="auto", help=PRECISION_HELP)
     args = parser.parse_args(argv)
     return _sft(args) if args.command == "sft" else _grpo(args)
 
@@ -85,10 +89,13 @@ def _grpo(args) -> int:
     options = {k: v for k, v in vars(args).items() if k != "command"}
     plan = grpo.GrpoPlan(**options)
     try:
-        summary = grpo.train(plan)
-    except (FileNotFoundError, ValueError, json.JSONDecodeError) as error:
+        grpo.load_problems(plan.problems)
+        use_bf16(plan.precision)
+    except (FileNotFoundError, ValueError) as error:  # JSONDecodeError is a ValueError
         print(f"agent.train grpo: {error}", file=sys.stderr)
         return 2
+    # what fails once training runs is no bad input: it ends with its traceback
+    summary = grpo.train(plan)
     print(json.dumps({k: summary[k] for k in ("steps", "rollouts", "rewards", "seconds")}))
     print(f"checkpoint: {plan.output}")
     return 0
@@ -114,6 +121,7 @@ def _sft(args) -> int:
         min_reward=args.min_reward,
         drop_invalid_calls=not args.keep_invalid_calls,
         seed=args.seed,
+        precision=args.precision,
     )
     try:
         records = sft.load_records(plan.data)

@@ -37,11 +37,21 @@ def served_messages(record: dict, served_by: str = "vllm") -> tuple[list[dict], 
         for call in message.get("tool_calls") or []:
             arguments = call["function"].get("arguments")
             if isinstance(arguments, str):
-                call["function"]["arguments"] = json.loads(arguments or "{}")
+                call["function"]["arguments"] = _arguments(arguments)
         if served_by == "transformers" and message.get("tool_calls"):
             message["content"] = ""
         messages.append(message)
     return messages, record["tools"]
+
+
+def _arguments(raw: str) -> dict | str:
+    """A call's arguments as the template iterates them; text that is no JSON object (a
+    backend kept what a model wrote) stays text, which templates write as a string."""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return raw
+    return value if isinstance(value, dict) else raw
 
 
 def tokenized(tokenizer, messages: list[dict], tools: list[dict] | None) -> dict:

@@ -35,6 +35,7 @@ class GrpoPlan:
     learning_rate: float = 1e-6
     temperature: float = 1.0
     seed: int = 0
+    precision: str = "auto"  # trainer_setup.PRECISIONS
 
 
 def load_problems(path: str) -> list[dict]:
@@ -102,6 +103,7 @@ def make_rollout(plan: GrpoPlan, problems: dict[str, dict], tokenizer, log: list
                     "reward": episode.reward,
                     "status": episode.record["status"],
                     "harness_failed": episode.harness_failed,
+                    "judged": bool(episode.record["candidates"]),
                     "at": time.time(),
                 }
             )
@@ -124,7 +126,7 @@ def train(plan: GrpoPlan) -> dict:
         # under accelerate launch: each rank's rollouts judged on its own GPU (the harness pins
         # its sandboxes to KERNELARENA_GPU)
         os.environ.setdefault("KERNELARENA_GPU", os.environ["LOCAL_RANK"])
-    model, tokenizer, bf16 = load_policy(plan.base)
+    model, tokenizer, bf16 = load_policy(plan.base, plan.precision)
     tokenizer.padding_side = "left"
     log: list[dict] = []
     config = GRPOConfig(
@@ -157,6 +159,7 @@ def train(plan: GrpoPlan) -> dict:
         "rollouts": len(log),
         "rewards": [r["reward"] for r in log],
         "harness_failures": sum(r["harness_failed"] for r in log),
+        "judged": sum(r["judged"] for r in log),  # rollouts with a candidate the harness judged
         "seconds": round(seconds, 1),
         "rollouts_per_minute": round(60 * len(log) / seconds, 2) if seconds else None,
     }

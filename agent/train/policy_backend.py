@@ -50,19 +50,19 @@ class PolicyBackend:
 
 
 def _reply(text: str, serial: int, usage: Usage) -> Reply:
+    """The reply as a Hermes-style server parser hands it back: every <tool_call> block a JSON
+    object with a name, else no call at all and the whole text as content (vLLM's hermes parser
+    does this when one block fails), which the loop answers as a reply without a tool call."""
     calls = []
     for i, block in enumerate(_CALL.findall(text)):
-        call_id = f"policy_{serial}_{i}"
         try:
             parsed = json.loads(block)
-        except json.JSONDecodeError as error:
-            calls.append(ToolCall(call_id, "", block, None, f"not valid JSON ({error})"))
-            continue
+        except json.JSONDecodeError:
+            return Reply(content=text.strip(), tool_calls=[], usage=usage)
         if not isinstance(parsed, dict) or not isinstance(parsed.get("name"), str):
-            calls.append(ToolCall(call_id, "", block, None, "a call needs a name and arguments"))
-            continue
+            return Reply(content=text.strip(), tool_calls=[], usage=usage)
         raw = json.dumps(parsed.get("arguments", {}))
         arguments, error = parse_arguments(raw)
-        calls.append(ToolCall(call_id, parsed["name"], raw, arguments, error))
+        calls.append(ToolCall(f"policy_{serial}_{i}", parsed["name"], raw, arguments, error))
     content = _CALL.sub("", text).strip()
     return Reply(content=content, tool_calls=calls, usage=usage)

@@ -34,6 +34,7 @@ class SftPlan:
     min_reward: int = 3
     drop_invalid_calls: bool = True
     seed: int = 0
+    precision: str = "auto"  # trainer_setup.PRECISIONS
     extra: dict = field(default_factory=dict)
 
 
@@ -70,7 +71,7 @@ def train(plan: SftPlan, selection: Selection) -> dict:
     if not selection.kept:
         raise ValueError(f"nothing to train on: {selection.describe()}")
     torch.manual_seed(plan.seed)
-    model, tokenizer, bf16 = load_policy(plan.base)
+    model, tokenizer, bf16 = load_policy(plan.base, plan.precision)
     dataset = dataset_of(selection.kept, tokenizer, plan.served_by)
     config = SFTConfig(
         **shared_arguments(plan.output, plan.seed, bf16),

@@ -153,6 +153,20 @@ def test_sft_lowers_the_loss_and_writes_a_checkpoint_with_its_provenance(
     assert config.identity()["training"]["steps"] == 30
 
 
+def test_call_arguments_that_are_no_json_object_render_as_the_text_they_are():
+    call = {"id": "c", "type": "function", "function": {"name": "verify", "arguments": '{"a": '}}
+    good = {"id": "d", "type": "function", "function": {"name": "verify", "arguments": '{"a": 1}'}}
+    turn = {"role": "assistant", "content": "", "tool_calls": [call, good]}
+    record = {
+        "protocol": "tools",
+        "tools": [],
+        "messages": [{"role": "user", "content": "go"}, turn],
+    }
+    messages, _ = chat_format.served_messages(record, "vllm")
+    rendered = [c["function"]["arguments"] for c in messages[1]["tool_calls"]]
+    assert rendered == ['{"a": ', {"a": 1}]  # JSON objects become the mapping templates iterate
+
+
 def test_the_command_says_in_one_line_what_it_cannot_use(tmp_path, recorded, tiny_model):
     data = tmp_path / "runs.jsonl"
     write_trajectory(data, _with_best(recorded, FASTER_THAN_EAGER))
@@ -178,3 +192,15 @@ def test_the_command_says_in_one_line_what_it_cannot_use(tmp_path, recorded, tin
     )
     assert missing.returncode == 2
     assert "none.jsonl: no such trajectory file or folder" in missing.stderr
+    broken = tmp_path / "problems.jsonl"
+    broken.write_text('{"name": "relu_scale", "source": \n')
+    grpo = subprocess.run(
+        [sys.executable, "-m", "agent.train", "grpo", "--base", str(tiny_model)]
+        + ["--problems", str(broken), "--output", str(tmp_path / "out"), "--device", "cpu"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert grpo.returncode == 2, grpo.stdout + grpo.stderr
+    assert grpo.stderr.startswith("agent.train grpo: Expecting value")

@@ -16,6 +16,7 @@ from agent.backends import Reply, ToolCall, Usage  # noqa: E402
 from agent.backends.scripted import ScriptedBackend  # noqa: E402
 from agent.reward import FAILURE  # noqa: E402
 from agent.train import episodes, grpo  # noqa: E402
+from agent.train.policy_backend import PolicyBackend  # noqa: E402
 from tests.agent import served_model as serving  # noqa: E402
 from tests.agent.conftest import FIXTURES, fixture_files  # noqa: E402
 
@@ -69,6 +70,7 @@ def test_two_grpo_steps_over_episodes_the_harness_rewarded(tmp_path):
     assert summary["steps"] == 2 and summary["rollouts"] == 4
     # a random model writes no tool call: each episode ended with no candidate, reward -1
     assert summary["rewards"] == [FAILURE] * 4 and summary["harness_failures"] == 0
+    assert summary["judged"] == 0  # no candidate reached the harness
     assert (tmp_path / "policy" / "config.json").is_file()
 
 
@@ -101,3 +103,43 @@ def test_a_batchs_rollouts_run_at_once(concurrency, patience_s, finished):
     assert [e.record["problem"]["name"] for e in batch] == ["relu_scale", "again"]  # in order
     statuses = {e.record["status"] for e in batch}
     assert statuses == ({"finished"} if finished else {"crashed"}), statuses
+
+
+class WritingModel:
+    """A policy model that writes the given texts, one a reply (a scripted model: the parsing and
+    rendering around it are what is tested)."""
+
+    device = "cpu"
+
+    def __init__(self, tokenizer, texts: list[str]):
+        self.tokenizer, self.texts = tokenizer, list(texts)
+
+    def generate(self, input_ids, **_):
+        import torch
+
+        text = self.texts.pop(0) + "<|im_end|>"
+        written = self.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        return torch.cat([input_ids, written], dim=1)
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(serving.build_tiny_model(tmp_path_factory.mktemp("t")))
+
+
+def test_a_call_that_is_not_json_is_text_and_the_episode_trains_on_it(tiny_tokenizer):
+    broken = '<tool_call>{"name": "verify", "arguments": {</tool_call>'
+    finish = '<tool_call>{"name": "finish", "arguments": {"summary": "done"}}</tool_call>'
+    model = WritingModel(tiny_tokenizer, [broken, finish])
+    backend = PolicyBackend(model, tiny_tokenizer, "transformers", max_new_tokens=64)
+    episode = episodes.run_episode(RELU_SCALE, backend, "cpu", max_turns=3)
+    assistant = [m for m in episode.record["messages"] if m["role"] == "assistant"]
+    # as a Hermes parser hands it back: no call, the model's text whole as content
+    assert assistant[0]["content"] == broken and not assistant[0].get("tool_calls")
+    assert assistant[1]["tool_calls"][0]["function"]["name"] == "finish"
+    assert not episode.harness_failed
+    seq = grpo.sequences(episode, tiny_tokenizer, "transformers")
+    learned = [t for t, m in zip(seq["completion_ids"], seq["env_mask"], strict=True) if m]
+    assert broken in tiny_tokenizer.decode(learned)  # what the model wrote is what it learns
