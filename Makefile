@@ -31,9 +31,11 @@ dev: $(STAMP)
 # A worker per core (pytest-xdist), each test file whole on one worker: the suite mostly waits on
 # processes it started, so two workers on a 2-core host take about two thirds of one's time
 # (docs/architecture.md, "Tests that run the whole stack"). At most 8: each worker takes a Redis
-# database of its own after REDIS_URL's (a server has 16) and starts whole stacks.
+# database of its own after REDIS_URL's (a server has 16) and starts whole stacks. Files go out in
+# collection order, the slow ones first (tests/conftest.py), so none starts last.
 test: $(STAMP) browser
-	$(PY) -m pytest tests --ignore=tests/gpu -n auto --maxprocesses 8 --dist loadfile
+	$(PY) -m pytest tests --ignore=tests/gpu -n auto --maxprocesses 8 --dist loadfile \
+		--no-loadscope-reorder
 
 # The browser tests drive Debian's chromium through Playwright (Playwright's own browser
 # download does not work offline). Installed here when missing and apt-get can.
