@@ -42,6 +42,10 @@ export KERNELARENA_CACHE=$PWD/.cache/ka PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODUL
 # docs/benchmarks.md measures four doing. Re-grades and baselines time alone whatever these are.
 export KERNELARENA_VALIDATION_CONCURRENCY=${VALIDATION_CONCURRENCY:-2}
 export KERNELARENA_RUN_CONCURRENCY=${RUN_CONCURRENCY:-4}
+# Baselines (the grade queue's work) took about 35 s a level 1 problem one at a time (session 39);
+# each measurement first readies a fresh reference process outside the GPU lock (process, imports,
+# context), so two at once let one get ready while the other times: all that the lock admits.
+export KERNELARENA_REGRADE_CONCURRENCY=${REGRADE_CONCURRENCY:-2}
 if [ -d .whl ]; then python3 scripts/install_wheels.py .cache/site .whl .whl/web; fi
 export PYTHONPATH=$PWD/.cache/site:$PWD
 GPU=$(python3 -c 'from webapp.serve import detected_gpu_type; print(detected_gpu_type())')
