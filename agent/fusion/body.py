@@ -265,6 +265,17 @@ def standalone_operands(
     return buffer_name(plan.resolve(node.args[0]), names), names[("node", node.name)]
 
 
+def conv_operands(
+    plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]
+) -> tuple[str, str, str | None, str]:
+    """The buffers a convolution kernel reads (x, weight, bias or None) and writes."""
+    node = plan.graph.node_by_name[kernel.nodes[0]]
+    x, weight, bias = (plan.resolve(ref) for ref in node.args)
+    bias_name = None if bias.kind == "none" else buffer_name(bias, names)
+    return (buffer_name(x, names), buffer_name(weight, names), bias_name,
+            names[("node", node.name)])  # fmt: skip
+
+
 def gemm_operands(plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]) -> tuple[str, str]:
     """The buffers of a GEMM kernel's A and B (through reshape/identity aliases)."""
     g = kernel.gemm

@@ -19,6 +19,8 @@ starts a new kernel:
   kernel of its own over (rows, cols, inner), as an axis kernel's, and so is an argmax / argmin
   (an `arg_reduction`, int64 out); a max or avg pooling is a `pooling` kernel of its own over its
   output; nothing else joins these;
+- a convolution (forward or transposed, 1-d to 3-d, grouped) is a `convolution` kernel of its
+  own over its output, bias included; what follows it reads its output from memory;
 - `pick` (x's element at an int64 index along a dim: cross-entropy's target logit) is computed
   like a pointwise op, reading x where it lies in memory, so x comes from another kernel;
 - `permute` (a transpose) is too: each element reads x at its permuted position, where x lies in
@@ -45,9 +47,11 @@ REDUCING_KINDS = frozenset({"row_reduction", "axis_reduction"})
 SCANS = frozenset({"cumsum", "cumprod"})
 ARG_REDUCTIONS = frozenset({"argmax", "argmin"})  # the int64 index of the first max / min
 POOLS = frozenset({"max_pool", "avg_pool"})
+CONV = "conv"
 # ops that are a kernel of their own, and its kind
 STANDALONE = {"cumsum": "scan", "cumprod": "scan", "argmax": "arg_reduction",
-              "argmin": "arg_reduction", "max_pool": "pooling", "avg_pool": "pooling"}  # fmt: skip
+              "argmin": "arg_reduction", "max_pool": "pooling", "avg_pool": "pooling",
+              "conv": "convolution"}  # fmt: skip
 LAYOUT = frozenset({"reshape", "identity"})
 PICK = "pick"
 PERMUTE = "permute"
@@ -221,6 +225,65 @@ def pool_geometry(graph: Graph, node: Node) -> PoolShape:
     return pool
 
 
+@dataclass(frozen=True)
+class ConvShape:
+    """x [batch, in_channels, *inputs] convolved (or, transposed, its adjoint) with weight
+    [out_channels, in_channels / groups, *window] ([in_channels, out_channels / groups, *window]
+    when transposed), per spatial dim the sizes, stride, padding and dilation."""
+
+    batch: int
+    in_channels: int
+    out_channels: int
+    groups: int
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    window: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    transposed: bool
+    x: Ref
+    weight: Ref
+    bias: Ref | None
+
+
+def conv_geometry(graph: Graph, node: Node) -> ConvShape:
+    if len(node.args) != 3 or not node.args[0].is_tensor or not node.args[1].is_tensor:
+        raise Unplaceable("convolves a tensor with a weight (and a bias or null)")
+    x, weight, bias = node.args
+    shape, w = graph.shape_of(x), graph.shape_of(weight)
+    window = tuple(int(k) for k in node.attrs.get("kernel_size") or ())
+    spatial, groups = len(window), int(node.attrs.get("groups", 1))
+    attrs = [tuple(int(v) for v in node.attrs.get(key) or (default,) * spatial)
+             for key, default in (("stride", 1), ("padding", 0), ("dilation", 1))]  # fmt: skip
+    if not 1 <= spatial <= 3 or len(shape) != spatial + 2 or len(node.shape) != spatial + 2:
+        raise Unplaceable(f"a {spatial}-d convolution of {list(shape)}")
+    if any(len(a) != spatial for a in attrs) or tuple(w[2:]) != window or groups < 1:
+        raise Unplaceable(f"a weight {list(w)} for a window of {list(window)}")
+    transposed = bool(node.attrs.get("transposed", False))
+    in_channels, out_channels = shape[1], node.shape[1]
+    per_group = (
+        (in_channels, out_channels // groups)
+        if transposed
+        else (out_channels, in_channels // groups)
+    )
+    if in_channels % groups or out_channels % groups or tuple(w[:2]) != per_group:
+        raise Unplaceable(f"a weight {list(w)} for {in_channels} -> {out_channels} channels in "
+                          f"{groups} groups")  # fmt: skip
+    if bias.kind != "none" and tuple(graph.shape_of(bias)) != (out_channels,):
+        raise Unplaceable(f"a bias {list(graph.shape_of(bias))} for {out_channels} channels")
+    if node.shape[0] != shape[0]:
+        raise Unplaceable(f"output {list(node.shape)} has another batch than {list(shape)}")
+    stride, padding, dilation = attrs
+    if min(stride + dilation + window) < 1 or min(padding) < 0:
+        raise Unplaceable(
+            f"stride {list(stride)}, padding {list(padding)}, dilation {list(dilation)}"
+        )
+    return ConvShape(shape[0], in_channels, out_channels, groups, tuple(shape[2:]),
+                     tuple(node.shape[2:]), window, stride, padding, dilation, transposed, x,
+                     weight, None if bias.kind == "none" else bias)  # fmt: skip
+
+
 def pick_geometry(graph: Graph, node: Node) -> tuple[int, int]:
     """(cols, inner) of pick(x, index, dim): x viewed as (outer, cols, inner), index and the
     output as (outer, inner)."""
@@ -351,6 +414,8 @@ def _check_node(graph: Graph, node: Node) -> None:
                 )
     elif node.op in POOLS:
         pool_geometry(graph, node)
+    elif node.op == CONV:
+        conv_geometry(graph, node)
     elif node.op == PICK:
         pick_geometry(graph, node)
     elif node.op == PERMUTE:
@@ -513,8 +578,8 @@ class _Planner:
             kernel = self.new_kernel("gemm", numel=numel(node.shape), gemm=gemm)
             self.join(kernel, node, "elem")
             return
-        if node.op in POOLS:
-            kernel = self.new_kernel("pooling", numel=numel(node.shape))
+        if node.op in POOLS or node.op == CONV:
+            kernel = self.new_kernel(STANDALONE[node.op], numel=numel(node.shape))
             self.join(kernel, node, "elem")
             return
         if node.op in STANDALONE:  # scans and arg reductions, along one axis

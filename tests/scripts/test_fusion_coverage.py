@@ -31,7 +31,7 @@ CONVOLUTION = (
     + """class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3)
+        self.conv = nn.Conv2d(3, 8, 3, padding_mode="circular")
 
     def forward(self, x):
         return torch.relu(self.conv(x))
@@ -60,7 +60,8 @@ def test_a_folder_is_censused_by_stage_and_refusal(tmp_path):
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert "| 1 | 3 | 1 | 1 | 0 | 1 | 1 |" in printed, printed
-    assert "| conv2d: no fused kernel for convolution yet | L1 2 | 1 |" in printed, printed
+    refusal = "| conv2d: padding_mode='circular' is not supported; only zeros | L1 2 | 1 |"
+    assert refusal in printed, printed
 
 
 def test_a_missing_level_folder_says_what_to_pass(tmp_path):

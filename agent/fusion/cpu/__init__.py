@@ -4,6 +4,7 @@ hoisted (row_access), so the innermost loop is a `#pragma omp simd`.
 """
 
 from agent.fusion.cpu.arg_reduction import arg_reduction_source
+from agent.fusion.cpu.convolution import convolution_source
 from agent.fusion.cpu.gemm import gemm_source
 from agent.fusion.cpu.pointwise import pointwise_source
 from agent.fusion.cpu.pooling import pooling_source
@@ -19,6 +20,7 @@ GENERATORS = {
     "scan": scan_source,
     "arg_reduction": arg_reduction_source,
     "pooling": pooling_source,
+    "convolution": convolution_source,
     "gemm": gemm_source,
 }
 

@@ -8,6 +8,7 @@ knobs are launcher arguments.
 
 from agent.fusion.cuda.arg_reduction import arg_reduction_source
 from agent.fusion.cuda.axis import axis_source
+from agent.fusion.cuda.convolution import convolution_source
 from agent.fusion.cuda.gemm import gemm_source
 from agent.fusion.cuda.pointwise import pointwise_source
 from agent.fusion.cuda.pooling import pooling_source
@@ -23,6 +24,7 @@ GENERATORS = {
     "scan": scan_source,
     "arg_reduction": arg_reduction_source,
     "pooling": pooling_source,
+    "convolution": convolution_source,
     "gemm": gemm_source,
 }
 

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from gpu_workers.harness.capture.contractions import ContractionLowering
+from gpu_workers.harness.capture.convolutions import conv_module
 from gpu_workers.harness.capture.factories import FILL_HELD, FactoryLowering
 from gpu_workers.harness.capture.losses import LossLowering
 from gpu_workers.harness.capture.norms import NormLowering
@@ -141,7 +142,7 @@ class Lowering(
         if node.op == "call_module":
             module = self.traced.get_submodule(node.target)
             known = _module_lowering(module) or module_call(module)
-            return None if known else _module_reason(module)
+            return None if known else UNSUPPORTED
         if node.op == "call_function" and node.target not in FUNCTIONS:
             # arithmetic on sizes is static where its operands are: only theirs is the reason
             static = getattr(node.target, "__module__", None) in _STATIC_MODULES
@@ -722,7 +723,7 @@ class Lowering(
             return self._call_module_like_functional(node, module, *call)
         lowering = _module_lowering(module)
         if lowering is None:
-            raise Unsupported(_module_reason(module))
+            raise Unsupported(UNSUPPORTED)
         if len(node.args) != 1 or node.kwargs:
             raise Unsupported("called with more than one argument")
         lowering(self, node, node.args[0], module)
@@ -748,12 +749,6 @@ def _module_lowering(module: nn.Module) -> Callable | None:
         if cls is not None and isinstance(module, cls):
             return lowering
     return None
-
-
-def _module_reason(module: nn.Module) -> str:
-    if isinstance(module, CONVOLUTIONS):
-        return "no fused kernel for convolution yet"
-    return UNSUPPORTED
 
 
 def _simple(op: str) -> Callable:
@@ -784,6 +779,7 @@ def _flatten_module(lowering: Lowering, node: fx.Node, x, module: nn.Module) -> 
 
 _MODULES: list[tuple[type | None, Callable]] = [
     (nn.Linear, _linear_module),
+    *((cls, conv_module) for cls in CONVOLUTIONS),
     (nn.ReLU, _simple("relu")),
     (nn.Sigmoid, _simple("sigmoid")),
     (nn.Tanh, _simple("tanh")),

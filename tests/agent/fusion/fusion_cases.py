@@ -1187,6 +1187,64 @@ def masks(batch: int = 4, n: int = 24) -> Case:
     return _captured_case("masks", problem, kinds, nodes)
 
 
+CONVOLUTIONS_MODEL = '''class Model(nn.Module):
+    """Convolutions in 1, 2 and 3 dims, forward and transposed: strides, padding, dilation,
+    groups, output_padding, with and without a bias, each followed by what KernelBench's level 2
+    puts after one (an activation, a scaling, a bias, a reduction)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2)
+        self.conv2 = nn.Conv2d(4, 6, (3, 2), stride=(1, 2), padding=(1, 0), groups=2, bias=False)
+        self.conv3 = nn.Conv3d(2, 3, 3, padding="valid")
+        self.up1 = nn.ConvTranspose1d(4, 2, 4, stride=3, padding=1, output_padding=2)
+        self.up2 = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.up3 = nn.ConvTranspose3d(2, 2, (2, 3, 2), stride=(2, 1, 2), dilation=(1, 2, 1))
+        self.scale = nn.Parameter(torch.randn(6, 1, 1))
+
+    def forward(self, a, b, c):
+        return (
+            torch.relu(self.conv1(a)),
+            self.conv2(b) * self.scale + 1.0,
+            self.conv3(c).sum(dim=1),
+            self.up1(a),
+            torch.sigmoid(self.up2(b)),
+            self.up3(c).mean(dim=(2, 3, 4)),
+        )
+
+
+def get_inputs():
+    return [torch.randn(2, 4, {length}), torch.randn(2, 4, 7, 8), torch.randn(1, 2, 5, 6, 4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def convolutions(length: int = 37) -> Case:
+    """Every convolution a kernel of its own writing its output (bias included); the ops after
+    it a pointwise or reduction kernel reading that output."""
+    problem = HEADER + CONVOLUTIONS_MODEL.format(length=length)
+    kinds = ("convolution", "pointwise", "convolution", "pointwise", "convolution",
+             "axis_reduction", "convolution", "convolution", "pointwise", "convolution",
+             "row_reduction")  # fmt: skip
+    nodes = (
+        ("conv1",),
+        ("relu",),
+        ("conv2",),
+        ("mul", "add"),
+        ("conv3",),
+        ("sum_1",),
+        ("up1",),
+        ("up2",),
+        ("sigmoid",),
+        ("up3",),
+        ("mean",),
+    )
+    return _captured_case("convolutions", problem, kinds, nodes)
+
+
 def shape_branching() -> Case:
     """A forward that branches on a shape and makes a size a Python int: captured by TorchDynamo
     (symbolic_trace cannot follow it), then planned like any other graph."""
@@ -1228,6 +1286,7 @@ COVERAGE = [
     triangles(),
     scalar_input(),
     masks(),
+    convolutions(),
 ]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 
@@ -1244,5 +1303,7 @@ CAPTURE_FAILED = graph(
     [tensor("conv1.weight", [4, 3, 3, 3], "parameter")],
     [],
     [],
-    unsupported=["conv2d (call_module conv1: Conv2d): no fused kernel for convolution yet"],
+    unsupported=[
+        "conv2d (call_module conv1: Conv2d): padding_mode='reflect' is not supported; only zeros"
+    ],
 )

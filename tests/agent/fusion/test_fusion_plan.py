@@ -178,6 +178,25 @@ def test_unsupported_entries_in_the_ir_are_passed_on():
             ),
             "inner dims differ",
         ),
+        (  # a weight of 3 input channels a group for 4 channels in 2 groups (2 a group)
+            graph(
+                [tensor("x", [1, 4, 9])],
+                [tensor("w", [6, 3, 3], "parameter")],
+                [
+                    node(
+                        "c",
+                        "conv",
+                        [inp("x"), par("w"), None],
+                        [1, 6, 7],
+                        kernel_size=[3],
+                        groups=2,
+                        transposed=False,
+                    )
+                ],  # fmt: skip
+                ["c"],
+            ),
+            "c (conv): a weight [6, 3, 3] for 4 -> 6 channels in 2 groups",
+        ),
         (
             graph(
                 [tensor("x", [4, 8])],

@@ -158,7 +158,8 @@ def test_a_fusable_problem_lowers_to_the_core_ops(name):
     [
         (
             "unsupported_conv",
-            "conv2d (call_module conv: Conv2d): no fused kernel for convolution yet",
+            "conv2d (call_module conv: Conv2d): padding_mode='reflect' is not supported; "
+            "only zeros",
         ),
         (
             "unsupported_topk",
