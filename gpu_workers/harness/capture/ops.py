@@ -133,6 +133,9 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             F.avg_pool1d: ("avg_pool1d", _AVG_POOL[:-1]),
             F.avg_pool2d: ("avg_pool2d", _AVG_POOL),
             F.avg_pool3d: ("avg_pool3d", _AVG_POOL),
+            F.adaptive_avg_pool1d: ("adaptive_avg_pool1d", ("input", "output_size")),
+            F.adaptive_avg_pool2d: ("adaptive_avg_pool2d", ("input", "output_size")),
+            F.adaptive_avg_pool3d: ("adaptive_avg_pool3d", ("input", "output_size")),
             F.cross_entropy: ("cross_entropy", _CROSS_ENTROPY),
             torch.norm: ("norm", ("input", "p", "dim", "keepdim", "out", "dtype")),
             torch.linalg.vector_norm: ("vector_norm", ("input", "ord", "dim", "keepdim", "dtype")),
@@ -342,6 +345,9 @@ MODULE_CALLS: list[tuple[type, str, tuple[str, ...], tuple[str, ...]]] = [
     (nn.AvgPool1d, "avg_pool1d", ("input",), _AVG_POOL[1:-1]),
     (nn.AvgPool2d, "avg_pool2d", ("input",), _AVG_POOL[1:]),
     (nn.AvgPool3d, "avg_pool3d", ("input",), _AVG_POOL[1:]),
+    (nn.AdaptiveAvgPool1d, "adaptive_avg_pool1d", ("input",), ("output_size",)),
+    (nn.AdaptiveAvgPool2d, "adaptive_avg_pool2d", ("input",), ("output_size",)),
+    (nn.AdaptiveAvgPool3d, "adaptive_avg_pool3d", ("input",), ("output_size",)),
 ]
 
 

@@ -1190,7 +1190,9 @@ def masks(batch: int = 4, n: int = 24) -> Case:
 CONVOLUTIONS_MODEL = '''class Model(nn.Module):
     """Convolutions in 1, 2 and 3 dims, forward and transposed: strides, padding, dilation,
     groups, output_padding, with and without a bias, each followed by what KernelBench's level 2
-    puts after one (an activation, a scaling, a bias, a reduction)."""
+    puts after one (an activation, a scaling, a bias, a reduction, a global average pooling);
+    adaptive average pooling to one output a plane (a mean) and to sizes that divide the input's
+    (an avg_pool)."""
 
     def __init__(self):
         super().__init__()
@@ -1201,15 +1203,20 @@ CONVOLUTIONS_MODEL = '''class Model(nn.Module):
         self.up2 = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
         self.up3 = nn.ConvTranspose3d(2, 2, (2, 3, 2), stride=(2, 1, 2), dilation=(1, 2, 1))
         self.scale = nn.Parameter(torch.randn(6, 1, 1))
+        self.global_pool = nn.AdaptiveAvgPool3d((1, 1, 1))
 
     def forward(self, a, b, c):
+        up = self.up3(c)
         return (
             torch.relu(self.conv1(a)),
             self.conv2(b) * self.scale + 1.0,
             self.conv3(c).sum(dim=1),
             self.up1(a),
             torch.sigmoid(self.up2(b)),
-            self.up3(c).mean(dim=(2, 3, 4)),
+            up.mean(dim=(2, 3, 4)),
+            self.global_pool(up) + 1.0,
+            F.adaptive_avg_pool2d(b, (None, 4)),
+            F.adaptive_avg_pool1d(a, 1),
         )
 
 
@@ -1226,10 +1233,11 @@ def convolutions(length: int = 37) -> Case:
     """Every convolution a kernel of its own writing its output (bias included); the ops after
     it a pointwise or reduction kernel reading that output."""
     problem = HEADER + CONVOLUTIONS_MODEL.format(length=length)
-    kinds = ("convolution", "pointwise", "convolution", "pointwise", "convolution",
-             "axis_reduction", "convolution", "convolution", "pointwise", "convolution",
-             "row_reduction")  # fmt: skip
+    kinds = ("convolution", "convolution", "pointwise", "convolution", "pointwise",
+             "convolution", "axis_reduction", "convolution", "convolution", "pointwise",
+             "row_reduction", "row_reduction", "pooling", "row_reduction")  # fmt: skip
     nodes = (
+        ("up3",),
         ("conv1",),
         ("relu",),
         ("conv2",),
@@ -1239,8 +1247,10 @@ def convolutions(length: int = 37) -> Case:
         ("up1",),
         ("up2",),
         ("sigmoid",),
-        ("up3",),
         ("mean",),
+        ("global_pool", "add_1"),  # a global average pooling is a mean, its epilogue joins
+        ("adaptive_avg_pool2d",),  # to sizes that divide the input's: equal windows
+        ("adaptive_avg_pool1d",),
     )
     return _captured_case("convolutions", problem, kinds, nodes)
 

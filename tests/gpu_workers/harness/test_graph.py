@@ -162,6 +162,12 @@ def test_a_fusable_problem_lowers_to_the_core_ops(name):
             "only zeros",
         ),
         (
+            "unsupported_adaptive_pool",
+            "adaptive_avg_pool1d (call_function torch.nn.functional.adaptive_avg_pool1d): "
+            "adaptive average pooling of [10] to [4]: an output size that does not divide the "
+            "input's is not supported by the fusion compiler",
+        ),
+        (
             "unsupported_topk",
             "topk (call_function torch.topk): not supported by the fusion compiler",
         ),
