@@ -176,8 +176,10 @@ def _detach() -> None:
         pass  # not Linux: stop() still ends it at teardown
 
 
-def serve(model_dir: Path, log: Path, timeout_s: float = 120) -> ServedModel:
-    """`transformers serve MODEL_DIR` on a free port of 127.0.0.1, once /v1/models answers."""
+def serve(model_dir: Path, log: Path, timeout_s: float = 900) -> ServedModel:
+    """`transformers serve MODEL_DIR` on a free port of 127.0.0.1, once /v1/models answers. A
+    server that exits is reported at once; timeout_s only guards a hang, never a speed: a busy
+    host's start (imports on two shared cores) takes what it takes."""
     port = free_port()
     command = [
         sys.executable,

@@ -41,8 +41,9 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.slow,
     # Recording, training and the run took 13 minutes on a 2-core host running the suite and
-    # two CPU-burning loops beside it: the suite's 15-minute limit is too close for that.
-    pytest.mark.timeout(1800),
+    # two CPU-burning loops beside it, and more when the suite's heaviest files ran beside it
+    # (its SFT alone passed 800 s): no bound here is a speed claim, only a guard against a hang.
+    pytest.mark.timeout(3600),
     # The run must rank for its board row: a busy host's drift is not what this tests.
     pytest.mark.usefixtures("redis_server", "drift_of_a_quiet_host", "regrade_of_a_quiet_host"),
 ]
@@ -55,7 +56,7 @@ TRAINING += ["--lr-scheduler", "constant_with_warmup", "--warmup-steps", "10"]
 
 def python(*args: str) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=800
+        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=3000
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done
@@ -93,7 +94,7 @@ backend = "openai"
 model = "{served.model}"
 base_url = "{served.base_url}"
 checkpoint = "{checkpoint}"
-request_timeout_s = 300
+request_timeout_s = 1200
 max_retries = 0
 [agents.tiny-rft.sampling]
 temperature = 0.0
