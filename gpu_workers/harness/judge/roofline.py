@@ -49,7 +49,9 @@ def peaks(device: str, measure_again: bool = False) -> Peaks:
     so another 10 s under it (a process, a context, 5 s of timing) would find the same."""
     path = peaks_file(device)
     if not path.is_file():
-        settings.publish_json(path, _measure(device))
+        # never over peaks another process published while these were measured (perhaps alone,
+        # under the lock: tests/gpu once measured alone twice because this write replaced them)
+        settings.publish_json(path, _measure(device), replace=False)
     elif measure_again and not _measured_alone_lately(path, device):
         with gpu_lock.hold(device):  # alone on the device
             if not _measured_alone_lately(path, device):  # or done while this one waited

@@ -442,6 +442,25 @@ def test_peaks_measured_alone_lately_stand_on_a_gpu(tmp_path, monkeypatch):
     assert json.loads(path.read_text())["alone_at"] > time.time() - 60
 
 
+def test_a_first_measurement_never_replaces_peaks_published_meanwhile(tmp_path, monkeypatch):
+    """Peaks measured alone by another process while this one measured its first ones (without
+    the lock) stand: the first measurement publishes only where none exists (known-bad: it
+    replaced them, and tests/gpu measured alone twice, 17 s of the GPU lock)."""
+    monkeypatch.setenv("KERNELARENA_CACHE", str(tmp_path))
+    path = roofline.peaks_file("cpu")
+    alone = {"device": "cpu", "bandwidth_gbs": 9.0, "fp32_tflops": 1.0, "tensor_tflops": 1.0}
+    alone_at = {**alone, "alone_at": time.time()}
+    busy = {"device": "cpu", "bandwidth_gbs": 1.0, "fp32_tflops": 0.1, "tensor_tflops": 0.1}
+
+    def measured_while_another_published(device):
+        settings.publish_json(path, alone_at)  # the other process, done first
+        return busy
+
+    monkeypatch.setattr(roofline, "_measure", measured_while_another_published)
+    assert roofline.peaks("cpu") == roofline.Peaks(**alone)
+    assert json.loads(path.read_text()) == alone_at
+
+
 # A problem that can tell whether torch.compile's modules were imported before it was loaded.
 _COMPILER_WITNESS = """
 import sys
