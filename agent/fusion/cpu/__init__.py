@@ -4,13 +4,12 @@ hoisted (row_access), so the innermost loop is a `#pragma omp simd`.
 """
 
 from agent.fusion.cpu.arg_reduction import arg_reduction_source
-from agent.fusion.cpu.convolution import convolution_source
 from agent.fusion.cpu.gemm import gemm_source
 from agent.fusion.cpu.pointwise import pointwise_source
-from agent.fusion.cpu.pooling import pooling_source
 from agent.fusion.cpu.prelude import fused_cpp as kernel_file
 from agent.fusion.cpu.row import row_source
 from agent.fusion.cpu.scan import scan_source
+from agent.fusion.cpu.windowed import convolution_source, pooling_source
 
 # kernel kind -> generator(plan, kernel, names, allow_tf32) -> KernelSource
 GENERATORS = {

@@ -8,13 +8,12 @@ knobs are launcher arguments.
 
 from agent.fusion.cuda.arg_reduction import arg_reduction_source
 from agent.fusion.cuda.axis import axis_source
-from agent.fusion.cuda.convolution import convolution_source
 from agent.fusion.cuda.gemm import gemm_source
 from agent.fusion.cuda.pointwise import pointwise_source
-from agent.fusion.cuda.pooling import pooling_source
 from agent.fusion.cuda.prelude import fused_cu as kernel_file
 from agent.fusion.cuda.row import row_source
 from agent.fusion.cuda.scan import scan_source
+from agent.fusion.cuda.windowed import convolution_source, pooling_source
 
 # kernel kind -> generator(plan, kernel, names, allow_tf32) -> KernelSource
 GENERATORS = {
