@@ -279,6 +279,16 @@ def conv_geometry(graph: Graph, node: Node) -> ConvShape:
         raise Unplaceable(
             f"stride {list(stride)}, padding {list(padding)}, dilation {list(dilation)}"
         )
+    extra = tuple(int(v) for v in node.attrs.get("output_padding") or (0,) * spatial)
+    for size, out, k, s, p, d, e in zip(shape[2:], node.shape[2:], window, stride, padding,
+                                        dilation, extra, strict=True):  # fmt: skip
+        span = d * (k - 1) + 1
+        expected = (
+            (size - 1) * s - 2 * p + span + e if transposed else (size + 2 * p - span) // s + 1
+        )
+        if out != expected or out < 1:
+            raise Unplaceable(f"{out} outputs from {size} (window {k}, stride {s}, padding {p}, "
+                              f"dilation {d}) where the convolution gives {expected}")  # fmt: skip
     return ConvShape(shape[0], in_channels, out_channels, groups, tuple(shape[2:]),
                      tuple(node.shape[2:]), window, stride, padding, dilation, transposed, x,
                      weight, None if bias.kind == "none" else bias)  # fmt: skip

@@ -197,6 +197,16 @@ def test_unsupported_entries_in_the_ir_are_passed_on():
             ),
             "c (conv): a weight [6, 3, 3] for 4 -> 6 channels in 2 groups",
         ),
+        (  # a window of 3 over 9 gives 7 outputs, not 8
+            graph(
+                [tensor("x", [1, 4, 9])],
+                [tensor("w", [6, 4, 3], "parameter")],
+                [node("c", "conv", [inp("x"), par("w"), None], [1, 6, 8], kernel_size=[3])],
+                ["c"],
+            ),
+            "8 outputs from 9 (window 3, stride 1, padding 0, dilation 1) where the convolution "
+            "gives 7",
+        ),
         (
             graph(
                 [tensor("x", [4, 8])],
