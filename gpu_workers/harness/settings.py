@@ -21,24 +21,23 @@ def cache_dir() -> Path:
     return path
 
 
-def publish_json(path: Path, data, replace: bool = True) -> bool:
+def publish_json(path: Path, data, replace: bool = True) -> None:
     """Writes `data` as JSON to `path` in the cache, whole or not at all (a temporary file,
     renamed): the workers of a machine read what the others write. replace=False keeps a file
-    another process published first (a hard link never overwrites); False when it did."""
+    another process published first (a hard link never overwrites)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     with os.fdopen(fd, "w") as out:
         json.dump(data, out)
     if replace:
         os.replace(partial, path)
-        return True
+        return
     try:
         os.link(partial, path)
     except FileExistsError:
-        return False
+        pass
     finally:
         os.unlink(partial)
-    return True
 
 
 def gpu_index() -> str:

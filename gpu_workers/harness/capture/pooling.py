@@ -50,7 +50,7 @@ class PoolLowering:
         x = bound["input"]
         meta = x.meta.get("tensor_meta") if isinstance(x, fx.Node) else None
         if not hasattr(meta, "shape") or len(meta.shape) <= spatial:
-            raise Unsupported(f"pools a tensor of more than {spatial} dims")
+            raise Unsupported(f"needs a tensor of more than {spatial} dims")
         sizes = [int(s) for s in meta.shape[-spatial:]]
         wanted = self._value(bound["output_size"])
         if isinstance(wanted, list | tuple):  # None in a dim keeps its size
