@@ -33,6 +33,11 @@ def measure(baseline_id: int, repeats: int = 1) -> str:
     row = Baseline.objects.select_related("problem").filter(pk=baseline_id).first()
     if row is None:
         return f"baseline {baseline_id} no longer exists"
+    if not row.problem.source:  # held by sha256 alone: there is nothing to measure here
+        error = "this instance has no source of the problem (it came from a results file): "
+        error += "attach it with import_suite, then request the baselines again"
+        Baseline.objects.filter(pk=row.pk).update(error=error)
+        return f"baseline {baseline_id}: no source"
     device, protocol = device_for(row.gpu_type), by_name(row.protocol)
     try:
         with tempfile.TemporaryDirectory(prefix="kernelarena-baselines-") as tmp:

@@ -3,7 +3,10 @@
 # on a fresh machine, so nothing survives between calls but what a call writes under $OUT and the
 # next call carries back: the SQLite database and the harness's baselines cache (.state/).
 #
-#   SUITE=kernelbench-level1 FOLDER=.cache/kernelbench/level1 scripts/gpu_suite_run.sh PHASE
+#   SUITE=kernelbench-level1 FOLDER=.kb/KernelBench/level1 scripts/gpu_suite_run.sh PHASE
+#
+# FOLDER, the suite's folder, is needed by import and by baselines and evaluate (their problems'
+# sources); synthesize reads it as the folder its problems are kept apart from.
 #
 #   import      import the folder as a suite and wait for validation (again: keep waiting)
 #   synthesize  synthesize COUNT (default 200) problems of SEED (default 1) into the suite, kept
@@ -91,6 +94,12 @@ restore
 start_stack
 trap save EXIT
 echo "stack up on $GPU; phase $PHASE of $SUITE"
+# A machine whose database came from the results file holds the suite's problems by sha256 alone,
+# and a worker cannot measure or run those (benchmark_baselines and evaluate_suite refuse them):
+# import_suite attaches the sources from FOLDER, validating nothing it validated before.
+if [ -n "$FOLDER" ] && { [ "$PHASE" = baselines ] || [ "$PHASE" = evaluate ]; }; then
+  manage import_suite "$FOLDER" --name "$SUITE" --no-wait
+fi
 case "$PHASE" in
   import)
     follow manage import_suite "${FOLDER:?give FOLDER, the folder of the suite}" --name "$SUITE" \

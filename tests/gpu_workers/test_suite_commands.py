@@ -152,3 +152,19 @@ def test_bad_options_say_what_to_use(level1, tmp_path, monkeypatch):
         command("evaluate_suite", "--suite", "mini", "--agent", "gpt-9", "--gpu", "cpu")
     with pytest.raises(CommandError, match="exists with protocol 'loose'"):
         command("import_suite", str(level1), "--name", "mini", "--protocol", "fp32-strict")
+
+
+def test_a_worker_measures_nothing_for_a_problem_it_has_no_source_of(level1, monkeypatch):
+    """A request that reached a worker for a problem held by sha256 alone (the commands refuse to
+    send one, tests/webapp/leaderboard/test_results_file.py) says what to do, not what an empty
+    file did in the harness."""
+    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", lambda *args: None)
+    command("import_suite", str(level1), "--name", "mini", "--no-wait")
+    problem = Suite.objects.get(name="mini").problems.first()
+    type(problem).objects.filter(pk=problem.pk).update(status=ProblemStatus.VALID, source="")
+    row = Baseline.objects.create(problem=problem, gpu_type="cpu", protocol="loose")
+
+    assert baseline_measurement.measure(row.pk) == f"baseline {row.pk}: no source"
+    row.refresh_from_db()
+    assert "no source of the problem" in row.error and "import_suite" in row.error
+    assert row.measured is None and row.eager_ms is None

@@ -32,12 +32,8 @@ def start_evaluation(
             f"suite {suite.name} has no valid problems yet: import it and let a worker validate "
             "its problems first"
         )
-    missing = [problem.title for problem in problems if not problem.source]
-    if missing:  # imported from a results file by sha256 alone: nothing for a worker to run
-        raise RunRefused(
-            f"suite {suite.name} has problems without their source ({', '.join(missing)}): "
-            "import the suite's folder with import_suite first"
-        )
+    if missing := suite.sources_missing():
+        raise RunRefused(missing)
     owner = service_account()
     agent_readiness.refuse_if_unavailable(agent, owner)  # else every run would fail at once
     with transaction.atomic():

@@ -14,7 +14,13 @@ from webapp.dispatch import send_after_commit
 from webapp.suites.models import Baseline, Suite
 
 
+class BaselinesRefused(Exception):
+    """Nothing was requested; the message says what to do first."""
+
+
 def request_baselines(suite: Suite, gpu_type: str, protocol: str, repeats: int) -> list[Baseline]:
+    if missing := suite.sources_missing():  # a worker would measure an empty file
+        raise BaselinesRefused(missing)
     rows = []
     with transaction.atomic():
         for problem in suite.valid_problems().order_by("suite_entries__position"):

@@ -35,6 +35,21 @@ class Suite(models.Model):
     def valid_problems(self):
         return self.problems.filter(status=ProblemStatus.VALID)
 
+    def sources_missing(self) -> str:
+        """Why no worker can run this suite's valid problems here, or "" when one can: those
+        held by sha256 alone (imported from a results file without their sources)."""
+        problems = self.valid_problems().filter(source="").order_by("suite_entries__position")
+        titles = list(problems.values_list("title", flat=True))
+        if not titles:
+            return ""
+        shown = ", ".join(titles[:5]) + (f" and {len(titles) - 5} more" if len(titles) > 5 else "")
+        return (
+            f"suite {self.name} has {len(titles)} valid problems without their source here "
+            f"({shown}): they came from a results file; attach the sources with "
+            f"`manage.py import_suite FOLDER --name {self.name}` (nothing validated is validated "
+            "again), then ask again"
+        )
+
 
 class SuiteProblem(models.Model):
     suite = models.ForeignKey(Suite, models.CASCADE, related_name="entries")

@@ -403,6 +403,33 @@ def test_a_problem_without_its_source_shows_but_never_runs(suite):
     assert not Run.objects.filter(imported_from="").exists()
 
 
+def test_baselines_wait_for_the_sources_that_import_suite_attaches(
+    suite, folder, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A suite carried to a fresh machine as a results file holds its problems by sha256 alone:
+    asking for their baselines is refused with the command that attaches the sources, and what
+    the file brought stays as it was (known-bad beside it: once import_suite ran, they are
+    sent)."""
+    sent: list[int] = []
+    monkeypatch.setitem(dispatch.SENDERS, "measure_baselines", lambda pk, *_: sent.append(pk))
+    data = exported(suite)
+    empty_database()
+    import_results(data)
+    brought = list(Baseline.objects.values_list("pk", "eager_ms", "error", "requested"))
+    ask = ("benchmark_baselines", "--suite", SUITE, "--gpu", GPU, "--no-wait")
+
+    with pytest.raises(CommandError, match=f"import_suite FOLDER --name {SUITE}"):
+        call_command(*ask)
+    assert sent == []
+    assert list(Baseline.objects.values_list("pk", "eager_ms", "error", "requested")) == brought
+
+    with django_capture_on_commit_callbacks(execute=True):
+        import_suite(folder, SUITE)
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command(*ask)
+    assert sorted(sent) == sorted(Baseline.objects.values_list("pk", flat=True)) and sent
+
+
 def test_a_private_problem_never_appears_in_an_export(suite, bob):
     secret = Problem.objects.get(owner=bob)
     text = json.dumps(export_results(suite, GPU, with_sources=True))

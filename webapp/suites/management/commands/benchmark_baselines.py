@@ -5,10 +5,11 @@ through the harness and stored with the environment."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.management.base import CommandError
 
 from webapp.stack_command import StackCommand
 from webapp.suites import progress
-from webapp.suites.baselines import request_baselines
+from webapp.suites.baselines import BaselinesRefused, request_baselines
 from webapp.suites.management.suite_option import check_choice, check_gpu_type, get_suite
 from webapp.suites.management.waiting import wait_for
 from webapp.suites.models import Baseline
@@ -49,7 +50,10 @@ class Command(StackCommand):
                 )
             )
         else:
-            rows = request_baselines(suite, gpu_type, protocol, max(1, options["repeats"]))
+            try:
+                rows = request_baselines(suite, gpu_type, protocol, max(1, options["repeats"]))
+            except BaselinesRefused as exc:
+                raise CommandError(str(exc)) from None
             self.stdout.write(f"{len(rows)} problems of {suite.name} queued on {gpu_type}")
         if options["no_wait"] or not rows:
             return
