@@ -161,6 +161,8 @@ def section(figures: dict, command: str, device: str) -> str:
         "",
         "Rewards (CUDA-Agent's milestones, agent/reward.py): "
         + ", ".join(f"{k}: {v}" for k, v in sorted(rewards.items()))
+        + ". Episodes ended (agent/loop.py's statuses): "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(record.get("ended", {}).items()))
         + ". Seconds count the trainer's whole run (sampling, the harness, the updates).",
         END,
     ]

@@ -8,6 +8,7 @@ again, its reward is withheld (None) and its tokens are all masked, so it moves 
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import time
@@ -160,6 +161,8 @@ def train(plan: GrpoPlan) -> dict:
         "rewards": [r["reward"] for r in log],
         "harness_failures": sum(r["harness_failed"] for r in log),
         "judged": sum(r["judged"] for r in log),  # rollouts with a candidate the harness judged
+        # how the episodes ended (agent/loop.py's statuses): why rollouts earned what they did
+        "ended": dict(collections.Counter(r["status"] for r in log)),
         "seconds": round(seconds, 1),
         "rollouts_per_minute": round(60 * len(log) / seconds, 2) if seconds else None,
     }

@@ -71,6 +71,7 @@ def test_two_grpo_steps_over_episodes_the_harness_rewarded(tmp_path):
     # a random model writes no tool call: each episode ended with no candidate, reward -1
     assert summary["rewards"] == [FAILURE] * 4 and summary["harness_failures"] == 0
     assert summary["judged"] == 0  # no candidate reached the harness
+    assert sum(summary["ended"].values()) == 4 and "crashed" not in summary["ended"]
     assert (tmp_path / "policy" / "config.json").is_file()
 
 
