@@ -263,20 +263,32 @@ class Agent:
         )
 
     def record(self, name: str, result: ToolResult) -> None:
-        """Keeps what a compile, verify or profile says about the current sources."""
+        """Keeps what a compile, verify, profile or tune says about the sources it judged."""
+        if name == "tune":
+            for sources, verify, profile in result.judged:
+                self._judged(sources, verify=verify, profile=profile)
         if name not in ("compile", "verify", "profile") or result.verdict is None:
+            self._say_best(name, result)
             return
         sources = self.workspace.sources()
         if result.ok and name in ("compile", "verify"):
             self.compiled.add(sources_digest(sources))
-        if name == "compile":
-            return
-        candidate = self.candidates.record(self.turns, sources, **{name: result.verdict})
+        if name != "compile":
+            self._judged(sources, **{name: result.verdict})
+        self._say_best(name, result)
+
+    def _judged(self, sources: dict, verify: dict | None = None, profile: dict | None = None):
+        if (verify or {}).get("ok"):
+            self.compiled.add(sources_digest(sources))
+        candidate = self.candidates.record(self.turns, sources, verify=verify, profile=profile)
         best = self.candidates.best()
         # The sources ride along so that whoever records the event needs nothing else from us.
         payload = {**candidate.summary(), "best": best is candidate, "sources": candidate.sources}
         self.emit("candidate", payload)
-        if name == "profile" and best is not None:
+
+    def _say_best(self, name: str, result: ToolResult) -> None:
+        best = self.candidates.best()
+        if name in ("profile", "tune") and best is not None:
             result.text += f"\n{_describe_best(best)}"
 
     def submit(self) -> ToolResult:

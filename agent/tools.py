@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agent import tune as tune_step
 from agent.workspace import Workspace
 from gpu_workers.harness.vocabulary import sources_digest
 
@@ -74,6 +75,29 @@ TOOLS: list[dict] = [
         [],
     ),
     _schema(
+        "tune",
+        "Profile several variants of the workspace in one call (launch parameters, block sizes, "
+        "algorithms): each variant gives whole new texts for files the workspace has, judged "
+        "like profile against the same baselines. Returns the variants ranked by time, those "
+        "that failed with why; every verified one counts as a candidate, and the workspace is "
+        f"left holding the fastest. At most {tune_step.MAX_VARIANTS} variants a call.",
+        {
+            "variants": {
+                "type": "array",
+                "description": 'e.g. [{"name": "threads=256", "files": {"model_new.py": "..."}}]',
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "files": {"type": "object", "additionalProperties": {"type": "string"}},
+                    },
+                    "required": ["files"],
+                },
+            }
+        },
+        ["variants"],
+    ),
+    _schema(
         "finish",
         "End the run. The current workspace is verified and profiled if it was not yet; the "
         "result is the fastest verified candidate of the whole run.",
@@ -94,6 +118,9 @@ class ToolResult:
     text: str  # what the model reads
     ok: bool
     verdict: dict | None = None  # the harness's verdict (compile, verify, profile) or the graph
+    # tune: each variant's (sources, verify verdict, profile verdict or None), for the loop to
+    # record as candidates; the workspace holds only the fastest of them afterwards
+    judged: list[tuple[dict, dict, dict | None]] = field(default_factory=list)
 
 
 def check_arguments(name: str, arguments: dict) -> None:
@@ -108,9 +135,10 @@ def check_arguments(name: str, arguments: dict) -> None:
         expected = parameters["properties"].get(key, {}).get("type")
         if expected is None:
             raise ToolCallError(f"{name} has no argument {key!r}")
-        python_type = {"string": str, "integer": int}[expected]
+        python_type = {"string": str, "integer": int, "array": list}[expected]
         if not isinstance(value, python_type) or isinstance(value, bool):
-            raise ToolCallError(f"{name}: {key} must be a {expected}")
+            article = "an" if expected[0] in "aeiou" else "a"
+            raise ToolCallError(f"{name}: {key} must be {article} {expected}")
 
 
 def run_tool(workspace: Workspace, name: str, arguments: dict) -> ToolResult:
@@ -185,6 +213,20 @@ def _profile(workspace: Workspace) -> ToolResult:
     return ToolResult(summarise_profile(verdict), ok=bool(verdict.get("ok")), verdict=verdict)
 
 
+def _tune(workspace: Workspace, variants: list) -> ToolResult:
+    try:
+        parsed = tune_step.parse_variants(variants, workspace.list_files())
+    except tune_step.TuneError as error:
+        return ToolResult(f"Error: {error}. Nothing was run.", ok=False)
+    ranked = tune_step.tune(workspace, parsed)
+    return ToolResult(
+        tune_step.summarise(ranked),
+        ok=ranked[0].timed,
+        verdict={"variants": [v.row() for v in ranked]},  # the whole verdicts are candidates'
+        judged=[(v.sources, v.verify, v.profile) for v in parsed],  # in the order judged
+    )
+
+
 _RUNNERS: dict[str, Callable[..., ToolResult]] = {
     "list_files": _list_files,
     "read_file": _read_file,
@@ -194,6 +236,7 @@ _RUNNERS: dict[str, Callable[..., ToolResult]] = {
     "compile": _compile,
     "verify": _verify,
     "profile": _profile,
+    "tune": _tune,
 }
 
 # A workspace path inside an absolute build path, so that logs say kernels/x.cu:12, not /tmp/...

@@ -12,7 +12,7 @@ source needs no JSON escaping):
 
 Several blocks in one reply run in order; text outside the blocks is the model's thinking. One
 newline right after `<parameter=...>` and one right before `</parameter>` are not part of the
-value. Integer parameters are written as digits.
+value. Integer parameters are written as digits, arrays as JSON.
 
 The history stays canonical (assistant tool_calls and tool messages, as with native tool calls),
 so trajectories look the same whichever backend made them; to_text_messages renders it as the
@@ -70,10 +70,18 @@ def parse_actions(text: str, tools: list[dict]) -> tuple[list[ToolCall], str | N
 def _arguments(body: str, properties: dict) -> tuple[dict | None, str | None]:
     arguments: dict = {}
     for key, value in _PARAMETER.findall(body):
-        if properties.get(key, {}).get("type") == "integer":
+        kind = properties.get(key, {}).get("type")
+        if kind == "integer":
             if not value.strip().lstrip("-").isdigit():
                 return None, f"parameter {key} must be an integer, got {value.strip()[:40]!r}"
             value = int(value.strip())
+        elif kind == "array":  # written as JSON, as Qwen3-Coder writes non-string parameters
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as error:
+                return None, f"parameter {key} must be a JSON array: {error}"
+            if not isinstance(value, list):
+                return None, f"parameter {key} must be a JSON array, got {type(value).__name__}"
         arguments[key] = value
     leftover = _PARAMETER.sub("", body).strip()
     if "<parameter=" in leftover:

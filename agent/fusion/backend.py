@@ -2,9 +2,10 @@
 
 It acts only through the tools, so its trace reads like an LLM's: inspect_graph (the harness
 captures the op's graph in the sandbox), then write_file of the kernels the fusion compiler
-generates, compile, verify, profile; then it tunes, one launch parameter at a time, by rewriting
-model_new.py and profiling each configuration (the fastest verified candidate is the run's result
-whatever comes after); finish. An op it cannot compile ends the run with the reason and no kernel.
+generates, compile, verify, profile; then it tunes each kernel's launch parameters with the tune
+tool, every configuration a variant of model_new.py judged in one call (the fastest verified
+candidate is the run's result whatever comes after); finish. An op it cannot compile ends the
+run with the reason and no kernel.
 
 The policy is a generator: each `yield` is a reply; what comes back is the tool results to it.
 """
@@ -12,6 +13,7 @@ The policy is a generator: each `yield` is a reply; what comes back is the tool 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import re
 from collections.abc import Generator
@@ -20,9 +22,11 @@ from agent.backends import Reply, TextSink, ToolCall, Usage
 from agent.fusion.compiler import compile_graph
 from agent.fusion.program import FusionProgram
 from agent.tools import NOT_THE_KERNELS
+from agent.tune import MAX_VARIANTS
 
 _SPEEDUP = re.compile(r"eager [^|(]*\((\d+(?:\.\d+)?)x\)")
 _SPEEDUP_VS_COMPILE = re.compile(r"torch\.compile [^|(]*\((\d+(?:\.\d+)?)x\)")
+_FASTEST = re.compile(r'fastest "([^"]+)"')
 
 Results = list[dict]  # the tool messages that answered the previous reply
 Policy = Generator[Reply, Results, None]
@@ -83,29 +87,32 @@ class FusionBackend:
         yield self._finish(_outcome(versus_compile) + fused)
 
     def _tune(self, program: FusionProgram, first: dict) -> Generator:
-        """Coordinate descent over each kernel's tunables, from the default launch's profile
-        `first`; returns the best launch found and its speedup over torch.compile."""
+        """Each kernel's launch parameters through the tune tool, from the default launch's
+        profile `first`: one call a kernel with every combination of its tunables (the other
+        kernels at their best so far), or one call a parameter where the combinations are more
+        than a call takes. Returns the best launch found and its speedup over torch.compile."""
         best, best_speedup = copy.deepcopy(program.launch), _speedup(first) or 0.0
         versus_compile = _speedup(first, _SPEEDUP_VS_COMPILE) if _ok(first) else None
         for kernel in program.kernels:
-            for param, values in kernel.tunables.items():
-                for value in values:
-                    if value == best[kernel.name][param]:
-                        continue
+            for group in _launch_groups(kernel.tunables, best[kernel.name]):
+                trials = {}
+                for values in group:
                     trial = copy.deepcopy(best)
-                    trial[kernel.name][param] = value
-                    results = yield self._reply(
-                        f"Try {kernel.name} {param}={value}.",
-                        (
-                            "write_file",
-                            {"path": "model_new.py", "content": program.model_new(trial)},
-                        ),
-                        ("profile", {}),
-                    )
-                    speedup = _speedup(results[-1]) if _ok(results[-1]) else None
-                    if speedup is not None and speedup > best_speedup:
-                        best, best_speedup = trial, speedup
-                        versus_compile = _speedup(results[-1], _SPEEDUP_VS_COMPILE)
+                    trial[kernel.name].update(values)
+                    trials[_launch({kernel.name: values})] = trial
+                variants = [
+                    {"name": name, "files": {"model_new.py": program.model_new(trial)}}
+                    for name, trial in trials.items()
+                ]
+                results = yield self._reply(
+                    f"Tune {kernel.name}: {len(variants)} launch configurations.",
+                    ("tune", {"variants": variants}),
+                )
+                fastest = _FASTEST.search(results[0].get("content") or "")
+                speedup = _speedup(results[0]) if _ok(results[0]) and fastest else None
+                if speedup is not None and speedup > best_speedup:
+                    best, best_speedup = trials[fastest.group(1)], speedup
+                    versus_compile = _speedup(results[0], _SPEEDUP_VS_COMPILE)
         # Leave the workspace at the best configuration (already profiled: finish re-uses it).
         yield self._reply(
             f"Keep the fastest configuration ({best_speedup:.2f}x vs eager).",
@@ -125,6 +132,20 @@ class FusionBackend:
 
     def _finish(self, summary: str) -> Reply:
         return self._reply(summary, ("finish", {"summary": summary}))
+
+
+def _launch_groups(tunables: dict[str, list[int]], current: dict[str, int]) -> list[list[dict]]:
+    """The launches one kernel's tune calls try, as {param: value} each, never `current`: every
+    combination in one call where they fit in it, else one call a parameter."""
+    names = list(tunables)
+    combinations = [
+        dict(zip(names, values, strict=True)) for values in itertools.product(*tunables.values())
+    ]
+    others = [c for c in combinations if c != {k: current[k] for k in names}]
+    if len(others) <= MAX_VARIANTS:
+        return [others] if others else []
+    groups = [[{k: v} for v in values if v != current[k]] for k, values in tunables.items()]
+    return [group for group in groups if group]
 
 
 def _launch(launch: dict) -> str:

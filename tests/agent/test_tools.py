@@ -28,6 +28,7 @@ def test_every_tool_has_an_openai_schema():
         "compile",
         "verify",
         "profile",
+        "tune",
         "finish",
     ]
     for tool in TOOLS:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from agent.backends.scripted import ScriptedBackend
 from agent.backends.text_actions import TextActionBackend, parse_actions, to_text_messages
 from agent.tools import TOOLS
@@ -87,3 +89,13 @@ def test_the_backend_sends_no_tools_and_returns_parsed_calls():
     assert [c.name for c in reply.tool_calls] == ["list_files"]
     assert reply.thought == "Let me look."
     assert reply.format_error is None
+
+
+def test_an_array_is_written_as_json_and_anything_else_is_malformed():
+    variants = [{"name": "threads=256", "files": {"model_new.py": "x = 1\n"}}]
+    block = "<function=tune>\n<parameter=variants>\n{}\n</parameter>\n</function>"
+    (call,), error = parse_actions(block.format(json.dumps(variants)), TOOLS)
+    assert error is None and call.error is None and call.arguments == {"variants": variants}
+    for bad in ("threads=256", '{"name": "a"}'):
+        (call,), _ = parse_actions(block.format(bad), TOOLS)
+        assert call.arguments is None and "must be a JSON array" in call.error

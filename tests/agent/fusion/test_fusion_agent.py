@@ -53,6 +53,10 @@ def test_it_tunes_the_launch_configuration_and_keeps_the_fastest(tmp_path, capsy
     assert len(profiled) >= 3  # the default launch and at least two others
     fastest = max(c["speedup_vs_eager"] for c in profiled)
     assert verdict["best"]["speedup_vs_eager"] == fastest
+    # the launches were tried through the tune tool, all of a kernel's in one call
+    record = json.loads((tmp_path / "trajectory.jsonl").read_text().splitlines()[0])
+    tuned = [m["content"] for m in record["messages"] if m.get("name") == "tune"]
+    assert tuned and all(text.startswith("tune: ") for text in tuned), tuned
 
 
 @pytest.mark.parametrize(

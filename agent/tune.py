@@ -1,0 +1,155 @@
+"""The tune step: several variants of the workspace judged in one tool call, ranked.
+
+A variant is a set of whole files that replace the workspace's (model_new.py with other launch
+parameters, a kernel with another block size or algorithm). Each is profiled in turn by the
+workspace's own harness session, so all of them are compared with the same cached baselines, each
+in a fresh confined candidate process as every candidate is (docs/verification.md), and each
+verified one is recorded as a candidate of the run. A variant that fails to compile, verify or
+profile is a row of the table, not the end of the call. The workspace is left holding the fastest
+verified variant, or as it was when none verified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.candidates import ranking
+from agent.workspace import Workspace
+from gpu_workers.harness.vocabulary import sources_digest
+
+# Each variant is a judged step (about 2 s on a GPU once baselines are cached): 16 keep one
+# call near half a minute.
+MAX_VARIANTS = 16
+
+
+class TuneError(ValueError):
+    """Variants the call cannot run; nothing in the workspace was changed."""
+
+
+@dataclass
+class Variant:
+    name: str
+    files: dict[str, str]
+    sources: dict[str, str] = field(default_factory=dict)  # the whole sources it judged
+    verify: dict = field(default_factory=dict)
+    profile: dict | None = None  # None when it did not verify
+
+    @property
+    def timed(self) -> bool:
+        return bool((self.profile or {}).get("ok"))
+
+    def place(self) -> tuple[bool, float]:
+        return ranking((self.profile or {}).get("speedup_vs_eager") if self.timed else None)
+
+    def row(self) -> dict:
+        """The variant as the tool result's verdict lists it (its verdicts are its candidate's)."""
+        profile = self.profile or {}
+        return {
+            "name": self.name,
+            "sources_digest": self.verify.get("sources_digest"),
+            "verified": bool(self.verify.get("ok")),
+            "timed": self.timed,
+            **{key: profile.get(key) for key in _FIGURES},
+            "why": None if self.timed else _why(profile if self.verify.get("ok") else self.verify),
+        }
+
+
+_FIGURES = ("candidate_ms", "speedup_vs_eager", "speedup_vs_compile", "sol_fraction")
+
+
+def parse_variants(variants: list, existing: list[str]) -> list[Variant]:
+    """The call's variants, checked before anything is written: each a {"name", "files"} object
+    whose files replace files the workspace has."""
+    if not variants:
+        raise TuneError("tune needs at least one variant")
+    if len(variants) > MAX_VARIANTS:
+        raise TuneError(f"tune takes at most {MAX_VARIANTS} variants a call, not {len(variants)}")
+    parsed, names = [], set()
+    for n, item in enumerate(variants, start=1):
+        if not isinstance(item, dict) or not isinstance(item.get("files"), dict):
+            shape = '{"name": ..., "files": {path: text}}'
+            raise TuneError(f"variant {n} must be an object {shape}")
+        name = str(item.get("name") or f"v{n}")
+        if name in names:
+            raise TuneError(f"two variants are named {name!r}: names must differ")
+        names.add(name)
+        files = item["files"]
+        if not files or not all(isinstance(v, str) for v in files.values()):
+            raise TuneError(f"variant {name!r}: files must map each path to its whole new text")
+        if missing := sorted(set(files) - set(existing)):
+            raise TuneError(
+                f"variant {name!r} changes {', '.join(missing)}, which the workspace does not "
+                "have: write it first with write_file (a variant replaces files that exist)"
+            )
+        parsed.append(Variant(name, dict(files)))
+    return parsed
+
+
+def tune(workspace: Workspace, variants: list[Variant]) -> list[Variant]:
+    """Profiles each variant; returns them ranked, fastest verified first, failures last."""
+    touched = sorted({path for variant in variants for path in variant.files})
+    original = {path: workspace.read_file(path) for path in touched}
+    for path, text in original.items():  # a read-only path refuses here, before any change
+        workspace.write_file(path, text)
+    try:
+        for variant in variants:
+            for path, text in {**original, **variant.files}.items():
+                workspace.write_file(path, text)
+            variant.sources = workspace.sources()
+            digest = {"sources_digest": sources_digest(variant.sources)}
+            variant.verify = {**workspace.verify(), **digest}
+            if variant.verify.get("ok"):  # else the profile would only say it did not verify
+                variant.profile = {**workspace.profile(), **digest}
+    finally:
+        for path, text in original.items():
+            workspace.write_file(path, text)
+    ranked = sorted(variants, key=lambda v: v.place(), reverse=True)
+    if ranked[0].timed:
+        for path, text in ranked[0].files.items():
+            workspace.write_file(path, text)
+    return ranked
+
+
+def summarise(ranked: list[Variant]) -> str:
+    """The ranked table the agent reads; its first line names the fastest, parseably."""
+    timed = [v for v in ranked if v.timed]
+    if timed:
+        best = timed[0].profile
+        head = (
+            f"tune: {len(timed)} of {len(ranked)} variants verified and timed; fastest "
+            f'"{timed[0].name}": eager {_ms(best.get("eager_ms"))} '
+            f"({_x(best.get('speedup_vs_eager'))}) | torch.compile "
+            f"{_ms(best.get('compile_ms'))} ({_x(best.get('speedup_vs_compile'))}); the "
+            "workspace now holds it"
+        )
+    else:
+        head = f"tune: FAILED: none of {len(ranked)} variants verified; the workspace is unchanged"
+    lines = [head, "rank | variant | ms | vs eager | vs torch.compile | of speed of light"]
+    for place, variant in enumerate(ranked, start=1):
+        v = variant.profile if variant.verify.get("ok") else variant.verify
+        if variant.timed:
+            sol = v.get("sol_fraction")
+            lines.append(
+                f"{place} | {variant.name} | {_ms(v.get('candidate_ms'))} | "
+                f"{_x(v.get('speedup_vs_eager'))} | {_x(v.get('speedup_vs_compile'))} | "
+                f"{f'{sol:.0%}' if sol is not None else '-'}"
+            )
+        else:
+            lines.append(f"- | {variant.name} | not timed: {_why(v)}")
+    return "\n".join(lines)
+
+
+def _why(verdict: dict) -> str:
+    violations = verdict.get("violations") or []
+    if violations:
+        first = violations[0]
+        return f"{first.get('code')}: {first.get('detail', '')}"[:300]
+    return str(verdict.get("error") or "failed")[:300].splitlines()[0]
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.4f} ms" if value is not None else "-"
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"

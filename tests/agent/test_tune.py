@@ -1,0 +1,81 @@
+"""The tune tool through the real loop and harness session on the cpu target: variants judged in
+one call, ranked, each verified one a candidate, a failing one a row of the table; the workspace
+left holding the fastest. A call it cannot run changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.tune import MAX_VARIANTS
+from tests.agent.test_loop import write_all
+
+LAUNCH = "kernel_ext.relu_scale_forward(x, self.scale)"
+
+
+def variant(good: dict[str, str], name: str, call: str) -> dict:
+    return {"name": name, "files": {"model_new.py": good["model_new.py"].replace(LAUNCH, call)}}
+
+
+@pytest.mark.usefixtures("drift_of_a_quiet_host")  # its profiles pass on a busy host too
+def test_variants_are_ranked_recorded_and_the_fastest_is_kept(run_script, session, good_relu_scale):
+    variants = [
+        variant(
+            good_relu_scale, "block=1024", "kernel_ext.relu_scale_forward(x, self.scale, 1024)"
+        ),
+        # known-bad beside them: twice the scale fails verify, and the call goes on
+        variant(good_relu_scale, "wrong", "kernel_ext.relu_scale_forward(x, 2 * self.scale)"),
+        variant(
+            good_relu_scale, "block=65536", "kernel_ext.relu_scale_forward(x, self.scale, 65536)"
+        ),
+    ]
+    run = run_script(
+        [
+            write_all(good_relu_scale),
+            {"tool": "compile"},
+            {"tool": "tune", "args": {"variants": variants}},
+            {"tool": "finish", "args": {"summary": "tuned the block"}},
+        ]
+    )
+    text = run.tool_texts()[-2]
+    assert text.startswith("tune: 2 of 3 variants verified and timed; fastest "), text
+    rows = text.splitlines()[2:5]
+    assert [row.split(" | ")[1] for row in rows][2] == "wrong" and "not timed" in rows[2]
+    assert "mismatch" in rows[2]
+    fastest = rows[0].split(" | ")[1]
+    assert f'fastest "{fastest}"' in text and fastest in ("block=1024", "block=65536")
+
+    result = run.result
+    assert len(result.candidates) == 3 and len(run.of_kind("candidate")) == 3
+    assert [c.verified for c in result.candidates] == [True, False, True]
+    kept = next(v for v in variants if v["name"] == fastest)["files"]["model_new.py"]
+    assert session.read_file("model_new.py") == kept
+    assert result.best.sources["model_new.py"] == kept and result.best.timed
+    assert result.best.speedup_vs_eager == max(c.speedup_vs_eager for c in result.candidates[::2])
+    table = run.of_kind("tool_result")[-2]["verdict"]["variants"]
+    assert [row["name"] for row in table] == [row.split(" | ")[1] for row in rows]
+    assert table[2]["verified"] is False and table[2]["why"]
+
+
+@pytest.mark.parametrize(
+    ("variants", "says"),
+    [
+        ([], "at least one variant"),
+        ([{"files": {"kernels/new.cpp": "x"}}], "write it first with write_file"),
+        ([{"name": "a", "files": {"model_new.py": "x"}}] * 2, "two variants are named 'a'"),
+        ([{"files": {"model_new.py": "x"}}] * (MAX_VARIANTS + 1), f"at most {MAX_VARIANTS}"),
+        (["model_new.py"], "must be an object"),
+        ([{"files": {"model_new.py": 3}}], "whole new text"),
+        ([{"files": {"model.py": "x"}}], "read-only"),
+    ],
+)
+def test_a_call_it_cannot_run_changes_nothing(run_script, session, variants, says):
+    before = {path: session.read_file(path) for path in session.list_files()}
+    run = run_script([{"tool": "tune", "args": {"variants": variants}}, {"tool": "finish"}])
+    assert run.tool_texts()[0].startswith("Error") and says in run.tool_texts()[0]
+    assert {path: session.read_file(path) for path in session.list_files()} == before
+    assert run.result.candidates == []
+
+
+def test_variants_that_are_not_an_array_are_a_format_error(run_script):
+    run = run_script([{"tool": "tune", "args": {"variants": "model_new.py"}}, {"tool": "finish"}])
+    assert "tune: variants must be an array" in run.tool_texts()[0]
