@@ -88,9 +88,9 @@ class FusionBackend:
 
     def _tune(self, program: FusionProgram, first: dict) -> Generator:
         """Each kernel's launch parameters through the tune tool, from the default launch's
-        profile `first`: one call a kernel with every combination of its tunables (the other
-        kernels at their best so far), or one call a parameter where the combinations are more
-        than a call takes. Returns the best launch found and its speedup over torch.compile."""
+        profile `first`: every combination of its tunables in one call where they fit in it,
+        else of as many parameters at a time as fit (the other kernels and parameters at their
+        best so far). Returns the best launch found and its speedup over torch.compile."""
         best, best_speedup = copy.deepcopy(program.launch), _speedup(first) or 0.0
         versus_compile = _speedup(first, _SPEEDUP_VS_COMPILE) if _ok(first) else None
         for kernel in program.kernels:
@@ -135,17 +135,25 @@ class FusionBackend:
 
 
 def _launch_groups(tunables: dict[str, list[int]], current: dict[str, int]) -> list[list[dict]]:
-    """The launches one kernel's tune calls try, as {param: value} each, never `current`: every
-    combination in one call where they fit in it, else one call a parameter."""
-    names = list(tunables)
-    combinations = [
-        dict(zip(names, values, strict=True)) for values in itertools.product(*tunables.values())
-    ]
-    others = [c for c in combinations if c != {k: current[k] for k in names}]
-    if len(others) <= MAX_VARIANTS:
-        return [others] if others else []
-    groups = [[{k: v} for v in values if v != current[k]] for k, values in tunables.items()]
-    return [group for group in groups if group]
+    """The launches one kernel's tune calls try, as {param: value} each, never `current`: the
+    parameters in order, packed into groups whose combinations fit in one call; each call tries
+    every combination of its group's parameters (the others at their best by then)."""
+    groups: list[list[str]] = [[]]
+    size = 1
+    for name, values in tunables.items():
+        if groups[-1] and size * len(values) > MAX_VARIANTS:
+            groups.append([])
+            size = 1
+        groups[-1].append(name)
+        size *= len(values)
+    calls = []
+    for names in groups:
+        values = [tunables[name][:MAX_VARIANTS] for name in names]
+        launches = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+        launches = [x for x in launches if x != {name: current[name] for name in names}]
+        if launches:
+            calls.append(launches[:MAX_VARIANTS])
+    return calls
 
 
 def _launch(launch: dict) -> str:

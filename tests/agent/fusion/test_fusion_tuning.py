@@ -1,0 +1,83 @@
+"""The fusion agent tunes through the tune tool and reads back what it answers: the policy is
+driven turn by turn with the tool results a real session gives (the graph the harness captures
+on the cpu target; the tune reply written by agent/tune.py's own summary), and it keeps the launch
+the tune call found fastest, or its first one when no variant beat it."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.fusion.backend import FusionBackend
+from agent.tools import format_graph, summarise_compile, summarise_profile, summarise_verify
+from agent.tune import Variant, summarise
+from gpu_workers.harness.capture import graph
+from gpu_workers.harness.judge.protocol import LOOSE
+from tests.conftest import FIXTURES
+
+VERIFIED = {"ok": True, "trials": 3, "max_abs_err": 0.0, "max_rel_err": 0.0}
+
+
+def timed(speedup: float) -> dict:
+    return {
+        "ok": True,
+        "candidate_ms": 1.0 / speedup,
+        "eager_ms": 1.0,
+        "compile_ms": 1.0,
+        "speedup_vs_eager": speedup,
+        "speedup_vs_compile": speedup,
+        "sol_fraction": 0.5,
+    }
+
+
+@pytest.fixture(scope="module")
+def captured() -> str:
+    source = (FIXTURES / "problems" / "fusion" / "pointwise_chain.py").read_text()
+    return format_graph(graph.capture(source, "cpu", LOOSE))
+
+
+class Driver:
+    def __init__(self) -> None:
+        self.backend, self.messages, self.reply = FusionBackend(), [], None
+
+    def answer(self, *results: str):
+        """Gives the previous reply's tool results; returns the next reply's calls."""
+        self.messages.extend({"role": "tool", "content": text} for text in results)
+        self.reply = self.backend.complete(self.messages, [])
+        self.messages.append({"role": "assistant", "content": self.reply.content})
+        return self.reply.tool_calls
+
+
+@pytest.mark.parametrize("fastest_speedup, kept", [(1.5, "tuned"), (0.5, "first")])
+def test_it_keeps_the_launch_the_tune_call_found_fastest(captured, fastest_speedup, kept):
+    drive = Driver()
+    drive.answer()
+    writes = drive.answer(captured)
+    first = next(c.arguments["content"] for c in writes if c.arguments["path"] == "model_new.py")
+    drive.answer(*["wrote"] * len(writes))
+    drive.answer(summarise_compile({"ok": True, "log": ""}))
+    drive.answer(summarise_verify(VERIFIED))
+    (tune,) = drive.answer(summarise_profile(timed(1.0)))
+    assert tune.name == "tune"
+    variants = tune.arguments["variants"]
+    assert len(variants) >= 2 and len({v["name"] for v in variants}) == len(variants)
+    assert all(
+        set(v["files"]) == {"model_new.py"} and v["files"]["model_new.py"] != first
+        for v in variants
+    )
+
+    # the tune tool's reply: the last variant fastest, the others slower
+    ranked = [Variant(variants[-1]["name"], {}, verify=VERIFIED, profile=timed(fastest_speedup))]
+    ranked += [Variant(v["name"], {}, verify=VERIFIED, profile=timed(0.4)) for v in variants[:-1]]
+    calls = drive.answer(summarise(ranked))
+    while calls[0].name == "tune":  # the kernel's other parameters: none beat it
+        calls = drive.answer(
+            "tune: FAILED: none of 1 variants verified; the workspace is unchanged"
+        )
+    (write,) = calls
+    expected = variants[-1]["files"]["model_new.py"] if kept == "tuned" else first
+    assert write.arguments == {"path": "model_new.py", "content": expected}
+    (finish,) = drive.answer("wrote")
+    assert finish.name == "finish"
+    assert (variants[-1]["name"].split(" ", 1)[1] in finish.arguments["summary"]) == (
+        kept == "tuned"
+    )
