@@ -37,23 +37,29 @@ def test_variants_are_ranked_recorded_and_the_fastest_is_kept(run_script, sessio
         ]
     )
     text = run.tool_texts()[-2]
-    assert text.startswith("tune: 2 of 3 variants verified and timed; fastest "), text
-    rows = text.splitlines()[2:5]
-    assert [row.split(" | ")[1] for row in rows][2] == "wrong" and "not timed" in rows[2]
-    assert "mismatch" in rows[2]
-    fastest = rows[0].split(" | ")[1]
-    assert f'fastest "{fastest}"' in text and fastest in ("block=1024", "block=65536")
+    rows = {row.split(" | ")[1]: row for row in text.splitlines()[2:5]}
+    assert "not timed" in rows["wrong"] and "mismatch" in rows["wrong"]
+    table = run.of_kind("tool_result")[-2]["verdict"]["variants"]
+    assert list(rows) == [row["name"] for row in table]  # the text's order is the verdict's
+    assert {row["name"]: row["verified"] for row in table} == {
+        "block=1024": True,
+        "wrong": False,
+        "block=65536": True,
+    }
+    # a profile a busy host held for its clock is a row "not timed" too: count what was timed
+    timed = [row for row in table if row["timed"]]
+    assert timed, text
+    assert text.startswith(f"tune: {len(timed)} of 3 variants verified and timed; fastest "), text
+    assert table[0] == timed[0] and f'fastest "{timed[0]["name"]}"' in text
 
     result = run.result
     assert len(result.candidates) == 3 and len(run.of_kind("candidate")) == 3
-    assert [c.verified for c in result.candidates] == [True, False, True]
-    kept = next(v for v in variants if v["name"] == fastest)["files"]["model_new.py"]
+    assert [c.verified for c in result.candidates] == [True, False, True]  # in the order judged
+    kept = next(v for v in variants if v["name"] == timed[0]["name"])["files"]["model_new.py"]
     assert session.read_file("model_new.py") == kept
     assert result.best.sources["model_new.py"] == kept and result.best.timed
-    assert result.best.speedup_vs_eager == max(c.speedup_vs_eager for c in result.candidates[::2])
-    table = run.of_kind("tool_result")[-2]["verdict"]["variants"]
-    assert [row["name"] for row in table] == [row.split(" | ")[1] for row in rows]
-    assert table[2]["verified"] is False and table[2]["why"]
+    fastest = max(c.speedup_vs_eager for c in result.candidates if c.timed)
+    assert result.best.speedup_vs_eager == fastest == timed[0]["speedup_vs_eager"]
 
 
 @pytest.mark.parametrize(
