@@ -71,6 +71,9 @@ def markdown(suite: Suite, gpu_type: str, protocol: str | None = None, command: 
         [_HEADINGS[key] for key in columns],
         [[text for _, text in cells(row, columns)] for row in board["rows"]],
     )
+    for entrant in per_problem["entrants"]:
+        if entrant.kind == "agent":
+            lines += work_list(entrant, per_problem)
     lines += _under_review(board) + _reported(board) + ["", "## Definitions", ""]
     lines += [f"- **{heading}**: {text}" for _, heading, text in metrics.DEFINITIONS]
     return "\n".join(lines) + "\n"
@@ -112,6 +115,51 @@ def problems_section(suite: Suite, gpu_type: str, protocol: str) -> list[str]:
         ]
         lines += [""] + _table(["rejected", "cause", "reasons"], rows)
     return lines
+
+
+WORK_LIST = 10
+
+
+def work_list(entrant, per_problem: dict) -> list[str]:
+    """What the board teaches about one agent: its WORK_LIST weakest valid problems, those
+    without a counted result first (with why, from its latest run there), then the slowest
+    against torch.compile (with how far each is from the speed of light, and torch.compile's)."""
+    latest = {}
+    for run in entrant.runs.order_by("created", "pk"):
+        latest[run.problem_id] = run
+    weakest = []
+    for problem in per_problem["problems"]:
+        if problem["status"] == "valid":
+            result = problem["results"].get(entrant.label)
+            place = (1, result["s_compile"] or 0.0) if result else (0, 0.0)
+            weakest.append((place, problem, result))
+    weakest.sort(key=lambda item: item[0])
+    rows = [
+        [problem["name"], *_standing(result, problem, latest.get(problem["problem"]))]
+        for _, problem, result in weakest[:WORK_LIST]
+    ]
+    if not rows:
+        return []
+    heading = f"## What the board teaches: {entrant.label}'s {len(rows)} weakest problems"
+    return ["", heading, ""] + _table(["problem", "vs torch.compile", "why"], rows)
+
+
+def _standing(result: dict | None, problem: dict, run) -> list[str]:
+    if result is None:
+        if run is None:
+            return ["—", "not run"]
+        why = (run.error or f"run {run.status}, no counted result").splitlines()[0][:200]
+        return ["—", why]
+    base = problem["baseline"] or {}
+    compiled = (
+        base.get("sol_ms") / base["compile_ms"]
+        if base.get("compile_ms") and base.get("sol_ms")
+        else None
+    )
+    ours = f"{result['sol']:.0%}" if result.get("sol") is not None else "—"
+    theirs = f"{compiled:.0%}" if compiled is not None else "—"
+    speedup = f"{result['s_compile']:.2f}×" if result["s_compile"] is not None else "—"
+    return [speedup, f"at {ours} of the speed of light (torch.compile at {theirs})"]
 
 
 def _problem_row(problem: dict, labels: list[str]) -> list[str]:

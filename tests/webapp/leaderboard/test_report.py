@@ -8,9 +8,11 @@ from django.utils import timezone
 from gpu_workers.harness.vocabulary import DOES_NOT_FIT
 from tests.webapp.conftest import make_problem
 from webapp.leaderboard import report
+from webapp.leaderboard.models import Grade, GradeStatus
 from webapp.problems.models import ProblemStatus
 from webapp.problems.validation import HARNESS_FAILED, MACHINE_FAILED
-from webapp.suites.models import Baseline, Suite, SuiteProblem
+from webapp.runs.models import Candidate, Run, RunStatus
+from webapp.suites.models import Baseline, Evaluation, Suite, SuiteProblem
 from webapp.work_kinds import VALIDATE
 
 # name -> (status, reasons), as the validation worker leaves them
@@ -65,3 +67,55 @@ def test_the_report_counts_what_became_of_every_problem_by_cause(alice, relu_sca
     }
     assert "CUDA out of memory \\| x" in lines[7]  # a reason's bar does not break the table
     assert "## Problems" in report.markdown(suite, "cpu")
+
+
+def test_what_the_board_teaches_lists_an_agents_weakest_problems_with_why(
+    alice, relu_scale, monkeypatch
+):
+    """The agent's problems without a counted result first, saying why, then the slowest against
+    torch.compile with both fractions of the speed of light; its strong ones are left out."""
+    suite = Suite.objects.create(name="kb2", level=2)
+    evaluation = Evaluation.objects.create(
+        suite=suite, owner=alice, agent="fusion", gpu_type="cpu", protocol="loose"
+    )
+    speedups = {"1_Fast": 1.5, "2_Unsupported": None, "3_Slow": 0.5, "4_Slower": 0.25}
+    for position, (name, speedup) in enumerate(speedups.items()):
+        problem = make_problem(alice, f"{relu_scale}\n# {name}\n", public=True, valid=True)
+        SuiteProblem.objects.create(suite=suite, problem=problem, name=name, position=position)
+        Baseline.objects.create(
+            problem=problem, gpu_type="cpu", protocol="loose", eager_ms=2.0, compile_ms=1.0,
+            sol_ms=0.8, measured=timezone.now(),
+        )  # fmt: skip
+        run = Run.objects.create(
+            problem=problem, owner=alice, agent="fusion", gpu_type="cpu", evaluation=evaluation
+        )
+        if speedup is None:
+            run.status = RunStatus.FAILED
+            run.error = (
+                "no verified candidate (finished): The fusion compiler cannot handle topk\nx"
+            )
+            run.save()
+            continue
+        run.status = RunStatus.SUCCEEDED
+        run.save()
+        candidate = Candidate.objects.create(run=run, seq=1, sources={}, verified=True)
+        Grade.objects.create(
+            run=run, candidate=candidate, status=GradeStatus.RANKED, candidate_ms=1.0 / speedup,
+            speedup_vs_compile=speedup, speedup_vs_eager=2 * speedup, sol_fraction=0.8 * speedup,
+        )  # fmt: skip
+
+    text = report.markdown(suite, "cpu")
+    section = text.split("## What the board teaches: fusion's 4 weakest problems\n\n")[1]
+    rows = [line.split(" | ") for line in section.splitlines()[2:6]]
+    assert [row[0].lstrip("| ") for row in rows] == [
+        "2_Unsupported",
+        "4_Slower",
+        "3_Slow",
+        "1_Fast",
+    ]
+    assert rows[0][2].startswith("no verified candidate (finished): The fusion compiler cannot")
+    assert rows[1][1:] == ["0.25×", "at 20% of the speed of light (torch.compile at 80%) |"]
+
+    monkeypatch.setattr(report, "WORK_LIST", 2)  # a shorter list: the strong ones fall off
+    text = report.markdown(suite, "cpu")
+    assert "fusion's 2 weakest problems" in text and "| 3_Slow |" not in text.split("weakest")[1]
