@@ -4,10 +4,13 @@ captured by the harness on the cpu target); the profiles are the ones under test
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from agent.fusion.backend import FusionBackend
 from agent.tools import format_graph, summarise_compile, summarise_profile, summarise_verify
+from agent.tune import Variant, summarise
 from gpu_workers.harness.capture import graph
 from gpu_workers.harness.judge.protocol import LOOSE
 from tests.conftest import FIXTURES
@@ -21,25 +24,35 @@ def captured() -> str:
     return format_graph(graph.capture(source, "cpu", LOOSE))
 
 
-def profile(candidate_ms: float, compile_ms: float = 1.0, eager_ms: float = 2.0) -> str:
-    return summarise_profile(
-        {
-            "ok": True,
-            "candidate_ms": candidate_ms,
-            "eager_ms": eager_ms,
-            "compile_ms": compile_ms,
-            "speedup_vs_eager": eager_ms / candidate_ms,
-            "speedup_vs_compile": compile_ms / candidate_ms,
-        }
-    )
+def profile(candidate_ms: float, compile_ms: float = 1.0, eager_ms: float = 2.0) -> dict:
+    return {
+        "ok": True,
+        "candidate_ms": candidate_ms,
+        "eager_ms": eager_ms,
+        "compile_ms": compile_ms,
+        "speedup_vs_eager": eager_ms / candidate_ms,
+        "speedup_vs_compile": compile_ms / candidate_ms,
+    }
+
+
+def tuned(variants: list[dict], times) -> str:
+    """The tune tool's reply (agent/tune.py's own summary), each variant timed at the next time."""
+    judged = [
+        Variant(v["name"], v["files"], verify=VERIFIED, profile=profile(next(times)))
+        for v in variants
+    ]
+    return summarise(sorted(judged, key=Variant.place, reverse=True))
 
 
 def final_summary(captured: str, times_ms: list[float]) -> str:
-    """Profiles the default launch at times_ms[0], each tuning trial at the next time (the last
-    one repeated); returns the summary the policy finishes with."""
+    """Profiles the default launch at times_ms[0], each tuning trial (a tune call's variants, in
+    order) at the next time (the last one repeated); returns the summary the policy finishes
+    with."""
     backend, messages, times = FusionBackend(), [], iter(times_ms)
     results: list[str] = []
     last_time = times_ms[0]
+    then_the_last = itertools.chain(times, itertools.repeat(times_ms[-1]))
+
     for _turn in range(200):
         messages.extend({"role": "tool", "content": text} for text in results)
         reply = backend.complete(messages, [])
@@ -56,7 +69,9 @@ def final_summary(captured: str, times_ms: list[float]) -> str:
                 results.append(summarise_verify(VERIFIED))
             elif call.name == "profile":
                 last_time = next(times, last_time)
-                results.append(profile(last_time))
+                results.append(summarise_profile(profile(last_time)))
+            elif call.name == "tune":
+                results.append(tuned(call.arguments["variants"], then_the_last))
             else:
                 results.append("wrote")
     raise AssertionError("the policy never finished")
