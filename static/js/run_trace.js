@@ -123,6 +123,10 @@
           parts.push(" (" + args.content.split("\n").length + " lines)");
         }
         if (p.name === "finish" && args.summary) parts.push(": " + firstLine(args.summary, 140));
+        if (p.name === "tune" && Array.isArray(args.variants)) {
+          var names = args.variants.map(function (v, i) { return (v && v.name) || "v" + (i + 1); });
+          parts.push(" " + names.length + " variants: " + firstLine(names.join(", "), 140));
+        }
         break;
       case "tool_result":
         parts.push(el("span", p.ok ? "ok" : "fail", p.ok ? "✓ " : "✗ "));

@@ -420,3 +420,17 @@ def test_a_live_candidate_row_says_why_it_did_not_verify(stack, browser, alice, 
         ["1", "verified", "2.50×", "1.25×", "40%"],
         ["2", "no mismatch: trial 0", "—", "—", "—"],
     ]
+
+
+def test_a_tune_call_reads_as_its_variants(stack, browser, alice, alices_run):
+    """Known-bad: the row said only `tune`, whatever it tried; the names are text, never markup."""
+    stack.start_web()
+    variants = [{"name": "threads=256", "files": {"model_new.py": "x"}}, {"files": {}}]
+    variants.append({"name": XSS, "files": {}})
+    call = {"turn": 2, "id": "c3", "name": "tune", "arguments": {"variants": variants}}
+    record(alices_run, TRACE[0], ("tool_call", {**call, "raw_arguments": ""}))
+    viewer = Viewer(browser, stack, alice, alices_run)
+    row = viewer.page.locator("#event-2 summary .summary")
+    row.wait_for()
+    assert row.inner_text() == f"tune 3 variants: threads=256, v2, {XSS}"
+    assert viewer.page.evaluate("window.pwned") is None
