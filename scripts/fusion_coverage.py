@@ -35,10 +35,13 @@ def census(path: Path) -> dict:
     entry = {"problem": path.stem, "convolution": bool(CONVOLUTION.search(path.read_text()))}
     try:
         module = problem_mod.load_module(path, f"coverage_{path.stem}")
-        with torch.device("meta"), warnings.catch_warnings():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = problem_mod.build_model(module, "meta", 0)
-            inputs = problem_mod.make_inputs(module, 0, "meta")
+            with torch.device("meta"):
+                model = problem_mod.build_model(module, "meta", 0)
+                inputs = problem_mod.make_inputs(module, 0, "meta")
+            # traced outside the meta default: a tensor the forward makes from a Python number
+            # (`torch.tensor(0.5)`) holds its value, as on the device the harness captures on
             graph = lower(model, inputs, "cuda")
     except Exception as exc:  # noqa: BLE001 - a problem may fail to load on meta tensors
         return {**entry, "stage": "load", "reasons": [f"{type(exc).__name__}: {exc}"[:300]]}
