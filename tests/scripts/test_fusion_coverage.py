@@ -71,3 +71,22 @@ def test_a_missing_level_folder_says_what_to_pass(tmp_path):
         capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode != 0 and "the checkout that holds KernelBench/" in result.stderr
+
+
+def test_a_tensor_the_forward_makes_from_a_number_holds_its_value(tmp_path):
+    """Known-bad: traced under the meta default, `torch.tensor(0.5)` was a meta tensor fx folded
+    into a constant of unknown value, and the census refused what the harness plans."""
+    source = (
+        HEADER
+        + """class Model(nn.Module):
+    def forward(self, x):
+        return torch.min(x, torch.tensor(0.5)) * 2.0
+
+def get_inputs():  # 4 TiB on a real device
+    return [torch.rand(1 << 20, 1 << 20)]
+"""
+        + INPUTS
+    )
+    (tmp_path / "31_min_constant.py").write_text(source)
+    entry = coverage["census"](tmp_path / "31_min_constant.py")
+    assert entry["stage"] == "planned", entry
