@@ -10,7 +10,8 @@ recorded three times with `python -m agent optimize` on the device (on cuda its 
 good CUDA fixture's), a tiny random-weight Qwen2 (tests/agent/served_model.py) is fine-tuned on
 them with `python -m agent.train sft`, and `python -m agent.train grpo` then runs STEPS steps on
 the device's relu_scale. Each rollout is a whole episode: sampling, then compile, verify and
-profile of what it wrote in a fresh sandbox, judged like any run.
+profile of what it wrote in a fresh sandbox, judged like any run. Every rollout's trajectory
+is kept in WORK/policy/rollouts.jsonl (copy it back from the GPU host with the doc).
 """
 
 from __future__ import annotations
@@ -208,6 +209,7 @@ def main() -> int:
     )
     python(*command)
     record = json.loads((args.work / "policy" / TRAINING_RECORD).read_text())
+    print(f"every rollout's trajectory: {args.work / 'policy' / 'rollouts.jsonl'}", flush=True)
     print(
         json.dumps({k: record[k] for k in ("steps", "rollouts", "judged", "seconds")}), flush=True
     )

@@ -19,6 +19,9 @@ from agent.config import TRAINING_RECORD
 from agent.train import chat_format, episodes
 from agent.train.policy_backend import PolicyBackend
 from agent.train.trainer_setup import load_policy, shared_arguments
+from agent.trajectory import write_trajectory
+
+ROLLOUTS = "rollouts.jsonl"  # in the output folder: every rollout's trajectory, in order
 
 
 @dataclass
@@ -92,6 +95,8 @@ def make_rollout(plan: GrpoPlan, problems: dict[str, dict], tokenizer, log: list
             plan.concurrent_rollouts,
         )
         for name, episode in zip(prompts, batch, strict=True):
+            # every rollout as a trajectory (agent/trajectory.py), to read what the policy did
+            write_trajectory(Path(plan.output) / ROLLOUTS, episode.record, append=True)
             seq = sequences(episode, tokenizer, plan.served_by)
             out["prompt_ids"].append(seq["prompt_ids"])
             out["completion_ids"].append(seq["completion_ids"])
@@ -129,6 +134,8 @@ def train(plan: GrpoPlan) -> dict:
         os.environ.setdefault("KERNELARENA_GPU", os.environ["LOCAL_RANK"])
     model, tokenizer, bf16 = load_policy(plan.base, plan.precision)
     tokenizer.padding_side = "left"
+    Path(plan.output).mkdir(parents=True, exist_ok=True)
+    (Path(plan.output) / ROLLOUTS).unlink(missing_ok=True)  # this run's rollouts only
     log: list[dict] = []
     config = GRPOConfig(
         **shared_arguments(plan.output, plan.seed, bf16),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 
 import pytest
 
@@ -17,6 +18,7 @@ from agent.backends.scripted import ScriptedBackend  # noqa: E402
 from agent.reward import FAILURE  # noqa: E402
 from agent.train import episodes, grpo  # noqa: E402
 from agent.train.policy_backend import PolicyBackend  # noqa: E402
+from agent.trajectory import read_trajectories  # noqa: E402
 from tests.agent import served_model as serving  # noqa: E402
 from tests.agent.conftest import FIXTURES, fixture_files  # noqa: E402
 
@@ -72,6 +74,10 @@ def test_two_grpo_steps_over_episodes_the_harness_rewarded(tmp_path):
     assert summary["rewards"] == [FAILURE] * 4 and summary["harness_failures"] == 0
     assert summary["judged"] == 0  # no candidate reached the harness
     assert sum(summary["ended"].values()) == 4 and "crashed" not in summary["ended"]
+    # every rollout kept as a trajectory, in order, to read what the policy did
+    kept = read_trajectories(tmp_path / "policy" / grpo.ROLLOUTS)
+    assert len(kept) == 4 and Counter(r["status"] for r in kept) == summary["ended"]
+    assert all(r["problem"]["name"] == "relu_scale" and r["messages"] for r in kept)
     assert (tmp_path / "policy" / "config.json").is_file()
 
 
