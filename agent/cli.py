@@ -191,5 +191,10 @@ def _action(result: dict, path: str) -> str:
     name, verdict = result["name"], result.get("verdict") or {}
     if name == "profile" and result["ok"]:
         return f"profile {verdict.get('speedup_vs_eager') or 0:.2f}x"
+    if name == "tune" and verdict.get("variants"):
+        rows = verdict["variants"]
+        timed = [row for row in rows if row.get("timed")]
+        fastest = f", fastest {timed[0].get('speedup_vs_eager') or 0:.2f}x" if timed else ""
+        return f"tune {len(timed)}/{len(rows)} timed{fastest}"
     outcome = "ok" if result["ok"] else "FAILED"
     return f"{name} {path} {outcome}".replace("  ", " ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -112,3 +113,22 @@ def test_a_model_server_that_is_not_there_exits_3_naming_it(tmp_path, capsys):
     verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
     assert verdict["status"] == "backend_error" and endpoint in verdict["detail"]
     assert "BACKEND_ERROR" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("drift_of_a_quiet_host")
+def test_a_tune_step_says_how_many_variants_were_timed(tmp_path, capsys, good_relu_scale):
+    writes = [
+        {"tool": "write_file", "args": {"path": p, "content": t}}
+        for p, t in good_relu_scale.items()
+    ]
+    model_new = good_relu_scale["model_new.py"]
+    blocked = model_new.replace("x, self.scale)", "x, self.scale, 1024)")
+    wrong = model_new.replace("x, self.scale)", "x, 2 * self.scale)")
+    variants = [
+        {"name": "block=1024", "files": {"model_new.py": blocked}},
+        {"name": "wrong", "files": {"model_new.py": wrong}},
+    ]
+    optimize(tmp_path, [{"calls": writes}, {"tool": "tune", "args": {"variants": variants}}])
+    line = capsys.readouterr().out.splitlines()[1]
+    # the wrong one is never timed; the other is, unless a busy host held its clock
+    assert re.search(r"^turn   2/30 \| tune [01]/2 timed(, fastest \d+\.\d\dx)? \|", line), line
