@@ -220,7 +220,7 @@ def _tune(workspace: Workspace, variants: list) -> ToolResult:
         return ToolResult(f"Error: {error}. Nothing was run.", ok=False)
     ranked = tune_step.tune(workspace, parsed)
     return ToolResult(
-        tune_step.summarise(ranked),
+        summarise_tune(ranked),
         ok=ranked[0].timed,
         verdict={"variants": [v.row() for v in ranked]},  # the whole verdicts are candidates'
         judged=[(v.sources, v.verify, v.profile) for v in parsed],  # in the order judged
@@ -338,6 +338,35 @@ def summarise_profile(verdict: dict) -> str:
     if verdict.get("spread") is not None:  # said in words: "spread 0.321" meant nothing to people
         parts.append(f"spread {verdict['spread']:.1%} (interquartile range of its times / median)")
     return "profile: " + " | ".join(parts)
+
+
+def summarise_tune(ranked: list[tune_step.Variant]) -> str:
+    """The ranked table the agent reads; its first line names the fastest, parseably."""
+    timed = [v for v in ranked if v.timed]
+    if timed:
+        best = timed[0].profile
+        head = (
+            f"tune: {len(timed)} of {len(ranked)} variants verified and timed; fastest "
+            f'"{timed[0].name}": eager {_ms(best.get("eager_ms"))} '
+            f"({_x(best.get('speedup_vs_eager'))}) | torch.compile "
+            f"{_ms(best.get('compile_ms'))} ({_x(best.get('speedup_vs_compile'))}); the "
+            "workspace now holds it"
+        )
+    else:
+        head = f"tune: FAILED: none of {len(ranked)} variants verified; the workspace is unchanged"
+    lines = [head, "rank | variant | ms | vs eager | vs torch.compile | of speed of light"]
+    for place, variant in enumerate(ranked, start=1):
+        v = variant.profile or {}
+        if variant.timed:
+            sol = v.get("sol_fraction")
+            lines.append(
+                f"{place} | {variant.name} | {_ms(v.get('candidate_ms'))} | "
+                f"{_x(v.get('speedup_vs_eager'))} | {_x(v.get('speedup_vs_compile'))} | "
+                f"{f'{sol:.0%}' if sol is not None else '-'}"
+            )
+        else:
+            lines.append(f"- | {variant.name} | not timed: {variant.why()}")
+    return "\n".join(lines)
 
 
 def _error_text(error: str) -> str:

@@ -50,8 +50,12 @@ class Variant:
             "verified": bool(self.verify.get("ok")),
             "timed": self.timed,
             **{key: profile.get(key) for key in _FIGURES},
-            "why": None if self.timed else _why(profile if self.verify.get("ok") else self.verify),
+            "why": None if self.timed else self.why(),
         }
+
+    def why(self) -> str:
+        """Why it was not timed: its profile's failure where it verified, else its verify's."""
+        return _why(self.profile if self.verify.get("ok") else self.verify)
 
 
 _FIGURES = ("candidate_ms", "speedup_vs_eager", "speedup_vs_compile", "sol_fraction")
@@ -110,46 +114,9 @@ def tune(workspace: Workspace, variants: list[Variant]) -> list[Variant]:
     return ranked
 
 
-def summarise(ranked: list[Variant]) -> str:
-    """The ranked table the agent reads; its first line names the fastest, parseably."""
-    timed = [v for v in ranked if v.timed]
-    if timed:
-        best = timed[0].profile
-        head = (
-            f"tune: {len(timed)} of {len(ranked)} variants verified and timed; fastest "
-            f'"{timed[0].name}": eager {_ms(best.get("eager_ms"))} '
-            f"({_x(best.get('speedup_vs_eager'))}) | torch.compile "
-            f"{_ms(best.get('compile_ms'))} ({_x(best.get('speedup_vs_compile'))}); the "
-            "workspace now holds it"
-        )
-    else:
-        head = f"tune: FAILED: none of {len(ranked)} variants verified; the workspace is unchanged"
-    lines = [head, "rank | variant | ms | vs eager | vs torch.compile | of speed of light"]
-    for place, variant in enumerate(ranked, start=1):
-        v = variant.profile if variant.verify.get("ok") else variant.verify
-        if variant.timed:
-            sol = v.get("sol_fraction")
-            lines.append(
-                f"{place} | {variant.name} | {_ms(v.get('candidate_ms'))} | "
-                f"{_x(v.get('speedup_vs_eager'))} | {_x(v.get('speedup_vs_compile'))} | "
-                f"{f'{sol:.0%}' if sol is not None else '-'}"
-            )
-        else:
-            lines.append(f"- | {variant.name} | not timed: {_why(v)}")
-    return "\n".join(lines)
-
-
 def _why(verdict: dict) -> str:
     violations = verdict.get("violations") or []
     if violations:
         first = violations[0]
         return f"{first.get('code')}: {first.get('detail', '')}"[:300]
     return str(verdict.get("error") or "failed")[:300].splitlines()[0]
-
-
-def _ms(value: float | None) -> str:
-    return f"{value:.4f} ms" if value is not None else "-"
-
-
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"

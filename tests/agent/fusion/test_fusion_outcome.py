@@ -9,8 +9,14 @@ import itertools
 import pytest
 
 from agent.fusion.backend import FusionBackend
-from agent.tools import format_graph, summarise_compile, summarise_profile, summarise_verify
-from agent.tune import Variant, summarise
+from agent.tools import (
+    format_graph,
+    summarise_compile,
+    summarise_profile,
+    summarise_tune,
+    summarise_verify,
+)
+from agent.tune import Variant
 from gpu_workers.harness.capture import graph
 from gpu_workers.harness.judge.protocol import LOOSE
 from tests.conftest import FIXTURES
@@ -41,7 +47,7 @@ def tuned(variants: list[dict], times) -> str:
         Variant(v["name"], v["files"], verify=VERIFIED, profile=profile(next(times)))
         for v in variants
     ]
-    return summarise(sorted(judged, key=Variant.place, reverse=True))
+    return summarise_tune(sorted(judged, key=Variant.place, reverse=True))
 
 
 def final_summary(captured: str, times_ms: list[float]) -> str:

@@ -8,8 +8,14 @@ from __future__ import annotations
 import pytest
 
 from agent.fusion.backend import FusionBackend
-from agent.tools import format_graph, summarise_compile, summarise_profile, summarise_verify
-from agent.tune import Variant, summarise
+from agent.tools import (
+    format_graph,
+    summarise_compile,
+    summarise_profile,
+    summarise_tune,
+    summarise_verify,
+)
+from agent.tune import Variant
 from gpu_workers.harness.capture import graph
 from gpu_workers.harness.judge.protocol import LOOSE
 from tests.conftest import FIXTURES
@@ -68,7 +74,7 @@ def test_it_keeps_the_launch_the_tune_call_found_fastest(captured, fastest_speed
     # the tune tool's reply: the last variant fastest, the others slower
     ranked = [Variant(variants[-1]["name"], {}, verify=VERIFIED, profile=timed(fastest_speedup))]
     ranked += [Variant(v["name"], {}, verify=VERIFIED, profile=timed(0.4)) for v in variants[:-1]]
-    calls = drive.answer(summarise(ranked))
+    calls = drive.answer(summarise_tune(ranked))
     while calls[0].name == "tune":  # the kernel's other parameters: none beat it
         calls = drive.answer(
             "tune: FAILED: none of 1 variants verified; the workspace is unchanged"
