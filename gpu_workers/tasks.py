@@ -125,8 +125,19 @@ def _reap(served: dict[str, list[str]]) -> None:
 
 
 def _resend_waiting_work(served: dict[str, list[str]]) -> None:
+    """Once per broker: the first worker of what this one serves sends (waiting_work says why)."""
     try:
-        sent = waiting_work.resend_waiting_work(served)
+        with app.connection_for_write() as broker_connection:
+            broker = broker_connection.default_channel.client
+            claim = waiting_work.claim_resending(served, broker)
+            if claim is None:
+                log.info("waiting work was sent again by another worker on this broker")
+                return
+            try:
+                sent = waiting_work.resend_waiting_work(served)
+            except Exception:
+                broker.delete(claim)  # so the next worker to start sends it after all
+                raise
     except Exception:  # the database may be away: the tasks still in the broker still run
         log.warning("resending waiting work failed", exc_info=True)
         return

@@ -8,6 +8,13 @@ validation worker the problems waiting for validation, a grade worker the baseli
 re-grades). A second copy of a task that still exists does
 nothing: a run is claimed by a conditional update, and validation, baselines and the re-grade
 skip or redo work whose result is the same. Running runs are the reaper's (webapp.runs.recovery).
+
+Once per broker, not per worker: a host of several GPUs starts a worker of each kind per GPU
+(webapp/host_gpus.py), and four grade workers each sending a level's requested baselines again
+would measure each of them four times over (a baseline is measured afresh, minutes of a GPU). So
+the first worker to start claims the sending with a key in the broker itself (`claim_resending`):
+the key lives exactly as long as the tasks it stands for, and a broker that restarts empty loses
+both, so the next worker to start sends again.
 """
 
 from __future__ import annotations
@@ -24,6 +31,17 @@ from webapp.runs.models import Run, RunStatus
 from webapp.suites.baselines import resend_baseline
 from webapp.suites.models import Baseline
 from webapp.work_kinds import GRADE, RUN, VALIDATE
+
+RESENT_KEY = "kernelarena:waiting-work-sent:"
+
+
+def claim_resending(served: dict[str, list[str]], broker) -> str | None:
+    """The broker key that makes this worker the one to send the waiting work of what it serves
+    (kind -> GPU types), or None when another worker on this broker claimed it first. `broker`
+    is a redis client of the broker's own database (webapp.celery's connection)."""
+    key = RESENT_KEY + ";".join(f"{kind}={','.join(sorted(types))}"
+                                for kind, types in sorted(served.items()) if types)  # fmt: skip
+    return key if broker.set(key, "1", nx=True) else None
 
 
 def resend_waiting_work(served: dict[str, list[str]]) -> dict[str, int]:

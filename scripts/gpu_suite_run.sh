@@ -40,6 +40,8 @@ BUDGET_S=${BUDGET_S:-420}
 OUT=${OUT:-out}
 PORT=${PORT:-8000}
 export KERNELARENA_CACHE=$PWD/.cache/ka PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=webapp.settings
+# On a host of several GPUs the stack puts a worker of each kind on every GPU (webapp/host_gpus.py),
+# so each concurrency below is per GPU and a phase spreads over all of them.
 # Validation takes no GPU lock and ran 11-14 s a KernelBench level 1 problem on the H200, one at
 # a time (session 36: 67 in 840 s), so two run at once; agent runs share the GPU as
 # docs/benchmarks.md measures four doing. Re-grades and baselines time alone whatever these are.

@@ -12,7 +12,8 @@ a run. webapp/supervisor.py restarts a worker when it dies; the death of the web
 broker stops the stack (exit status 1), and so do Ctrl-C and SIGTERM (status 0). No process it
 started outlives it, even when it is killed hard (webapp/child_process.py). With no GPU the
 workers serve the cpu target. With one, the GPU type is named after it (e.g. "h100"), unless
-KERNELARENA_GPU_TYPES is set.
+KERNELARENA_GPU_TYPES is set; with several, each GPU gets a worker of each kind, pinned to it
+(webapp/host_gpus.py says which GPUs: KERNELARENA_GPUS, else CUDA_VISIBLE_DEVICES, else all).
 
 The stack describes itself in its private folder (webapp/local_stacks.py), so that the
 operator's commands in this checkout join it without a variable. The terminal shows the URL,
@@ -25,8 +26,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from webapp import child_process, embedded_redis, local_stacks, work_kinds
+from webapp import child_process, embedded_redis, host_gpus, local_stacks, work_kinds
 from webapp.stack_log import StackLog
 from webapp.supervisor import Supervisor
 
@@ -42,19 +41,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def detected_gpu_type() -> str:
-    """ "h100" for an "NVIDIA H100 80GB HBM3", "cpu" with no NVIDIA GPU."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return "cpu"
-    done = subprocess.run(
-        [exe, "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
-        capture_output=True,
-        text=True,
-    )
-    name = done.stdout.strip().lower().removeprefix("nvidia ").replace("geforce ", "")
-    if done.returncode != 0 or not name:
-        return "cpu"
-    return re.sub(r"[^a-z0-9]+", "-", name.split()[0]).strip("-") or "cuda"
+    """ "h100" for a host whose served GPUs are "NVIDIA H100 80GB HBM3", "cpu" with none."""
+    gpus = host_gpus.served(host_gpus.listed(), os.environ)
+    return gpus[0].gpu_type if gpus else "cpu"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     if refusal := _port_taken(args.host, args.port):
         print(refusal, file=sys.stderr)
         return 2
+    try:
+        gpus = host_gpus.served(host_gpus.listed(), os.environ)
+    except host_gpus.GpuChoiceError as exc:
+        print(f"cannot serve: {exc}", file=sys.stderr)
+        return 2
     supervisor = Supervisor()  # first: a SIGTERM from here on stops whatever has started
     folder = local_stacks.StackFolder(local_stacks.stacks_root(REPO))
     log = StackLog.open(REPO / ".cache" / "logs")
@@ -74,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     if embedded:  # before Django reads its settings; inherited by the web server and workers
         os.environ["REDIS_URL"] = f"unix://{folder.socket}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    os.environ.setdefault("KERNELARENA_GPU_TYPES", detected_gpu_type())
+    os.environ.setdefault("KERNELARENA_GPU_TYPES", gpus[0].gpu_type if gpus else "cpu")
     try:
-        status = _serve(supervisor, folder, embedded, log, args.host, args.port)
+        status = _serve(supervisor, folder, embedded, log, gpus, args.host, args.port)
     finally:
         supervisor.stop()
         folder.release()
@@ -90,6 +84,7 @@ def _serve(
     folder: local_stacks.StackFolder,
     embedded: bool,
     log: StackLog,
+    gpus: list[host_gpus.Gpu],
     host: str,
     port: int,
 ) -> int:
@@ -104,12 +99,12 @@ def _serve(
     for line in import_committed_results():
         log.write(line)
     supervisor.add("web", lambda: _start_web(host, port, log), restarts=False)
-    for kind in work_kinds.KINDS:
-        starter = _worker_starter(kind, settings.GPU_TYPES, log)
-        supervisor.add(f"{kind.label} worker", starter, restarts=True)
+    for label, starter in worker_plan(gpus, settings.GPU_TYPES, log):
+        supervisor.add(label, starter, restarts=True)
     url = f"http://{host}:{port}/"
     folder.describe(_description(url, port, settings.GPU_TYPES, log))
-    print(f"KernelArena at {url} (GPU types: {', '.join(settings.GPU_TYPES)}). Ctrl-C stops.")
+    on = f"; workers on GPUs {', '.join(gpu.index for gpu in gpus)}" if len(gpus) > 1 else ""
+    print(f"KernelArena at {url} (GPU types: {', '.join(settings.GPU_TYPES)}{on}). Ctrl-C stops.")
     print(f"Logs: {log.shown()}. Commands run in this checkout (manage.py import_suite ...) "
           "join this stack.", flush=True)  # fmt: skip
     return supervisor.run()
@@ -159,20 +154,34 @@ def _start_web(host: str, port: int, log: StackLog) -> subprocess.Popen:
                                cwd=REPO, **log.popen_options())  # fmt: skip
 
 
+def worker_plan(
+    gpus: list[host_gpus.Gpu], gpu_types: list[str], log: StackLog
+) -> list[tuple[str, Callable[[], subprocess.Popen]]]:
+    """(label, starter) of every worker: one per kind of work, and on a host of several GPUs one
+    per kind per GPU, pinned to it (webapp/host_gpus.py)."""
+    if len(gpus) <= 1:  # one GPU, or the cpu target: the sandbox's default pin is right
+        return [(f"{kind.label} worker", _worker_starter(kind, gpu_types, log, None))
+                for kind in work_kinds.KINDS]  # fmt: skip
+    return [(f"{kind.label} worker on GPU {gpu.index}", _worker_starter(kind, gpu_types, log, gpu))
+            for gpu in gpus for kind in work_kinds.KINDS]  # fmt: skip
+
+
 def _worker_starter(
-    kind: work_kinds.WorkKind, gpu_types: list[str], log: StackLog
+    kind: work_kinds.WorkKind, gpu_types: list[str], log: StackLog, gpu: host_gpus.Gpu | None
 ) -> Callable[[], subprocess.Popen]:
-    """Starts the worker of one kind of work; each start has a name of its own, so a run's trace
-    and the logs tell them apart."""
+    """Starts the worker of one kind of work (on one GPU); each start has a name of its own, so
+    a run's trace and the logs tell them apart."""
     queues = ",".join(kind.queue(gpu_type) for gpu_type in kind.gpu_types(gpu_types))
     starts = itertools.count(1)
+    pinned = f"gpu{gpu.index}-" if gpu else ""
+    env = dict(os.environ, KERNELARENA_GPU=gpu.index) if gpu else None
 
     def start() -> subprocess.Popen:
-        name = f"{kind.name}-{os.getpid()}-{next(starts)}@%h"
+        name = f"{kind.name}-{pinned}{os.getpid()}-{next(starts)}@%h"
         return child_process.start([sys.executable, "-m", "celery", "-A", "webapp.celery",
                                     "worker", "-Q", queues, "--concurrency", str(kind.concurrency),
                                     "--loglevel", "info", "--hostname", name],
-                                   cwd=REPO, **log.popen_options())  # fmt: skip
+                                   cwd=REPO, env=env, **log.popen_options())  # fmt: skip
 
     return start
 

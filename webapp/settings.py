@@ -19,6 +19,9 @@
     KERNELARENA_STACKS_DIR   where `make run` stacks keep their folders (default: .cache/redis/)
     KERNELARENA_GPU_TYPES   comma-separated GPU types that have a worker queue (default: the
                     joined stack's, else cpu)
+    KERNELARENA_GPUS    the GPUs `make run` puts workers on, by nvidia-smi's index (default:
+                    CUDA_VISIBLE_DEVICES, else every GPU of the first one's type; a worker of
+                    each kind per GPU, pinned: webapp/host_gpus.py)
     KERNELARENA_RUNS_PER_HOUR   runs one user may start per hour (default: 30)
     KERNELARENA_ACTIVE_RUNS_PER_USER    runs one user may have queued or running (default: 3)
     KERNELARENA_PENDING_VALIDATIONS_PER_USER    problems one user may have waiting for or in
@@ -31,7 +34,7 @@
                     (default: 3600)
     KERNELARENA_VALIDATION_CONCURRENCY, KERNELARENA_RUN_CONCURRENCY,
     KERNELARENA_REGRADE_CONCURRENCY       tasks each kind's worker runs at once (`make run`'s
-                    workers; default: 1 each)
+                    workers, per GPU; default: 1 each)
     KERNELARENA_RUN_STALE_AFTER_S   a running run silent this long lost its worker (default: 90)
     KERNELARENA_AGENT_CHECK_EVERY_S  how often a worker re-checks each model agent's endpoint
                     (default: 3600; 0: only as it starts and when staff ask)

@@ -1,0 +1,93 @@
+"""The GPUs of this host that a stack (`make run`, webapp/serve.py) puts workers on.
+
+A host of several GPUs gets a set of workers per GPU, each pinned to its GPU (KERNELARENA_GPU,
+which the harness's sandbox turns into the children's CUDA_VISIBLE_DEVICES and the measurement
+lock's name), so timings on one GPU never wait for another's and a level of baselines or runs
+spreads over all of them. Which GPUs:
+
+    KERNELARENA_GPUS=0,2     these, by nvidia-smi's index
+    CUDA_VISIBLE_DEVICES=1   otherwise these, when set
+    (neither)                every GPU of the first GPU's type
+
+Only GPUs of one type serve one stack, the first listed one's: the board ranks per GPU type and a
+queue per type is what the workers share (webapp/work_kinds.py); a GPU of another type named in
+KERNELARENA_GPUS is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class GpuChoiceError(ValueError):
+    """KERNELARENA_GPUS or CUDA_VISIBLE_DEVICES names GPUs this stack cannot use; says why."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: str
+    name: str  # "NVIDIA H200"
+
+    @property
+    def gpu_type(self) -> str:
+        return gpu_type(self.name)
+
+
+def gpu_type(name: str) -> str:
+    """ "h100" for an "NVIDIA H100 80GB HBM3"."""
+    name = name.strip().lower().removeprefix("nvidia ").replace("geforce ", "")
+    return re.sub(r"[^a-z0-9]+", "-", name.split()[0]).strip("-") if name else "cuda"
+
+
+def listed() -> list[Gpu]:
+    """The host's NVIDIA GPUs as nvidia-smi lists them; none without nvidia-smi or a driver."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    done = subprocess.run(
+        [exe, "--query-gpu=index,name", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    return parse_listing(done.stdout) if done.returncode == 0 else []
+
+
+def parse_listing(text: str) -> list[Gpu]:
+    """nvidia-smi's `index, name` lines, one GPU each."""
+    gpus = []
+    for line in text.splitlines():
+        index, _, name = line.partition(",")
+        if index.strip().isdigit() and name.strip():
+            gpus.append(Gpu(index.strip(), name.strip()))
+    return gpus
+
+
+def served(gpus: list[Gpu], env: Mapping[str, str]) -> list[Gpu]:
+    """The GPUs a stack puts workers on (the module's docstring says how they are chosen); none
+    on a host without GPUs, whose workers serve the cpu target."""
+    if not gpus:
+        return []
+    asked, source = env.get("KERNELARENA_GPUS", "").strip(), "KERNELARENA_GPUS"
+    if not asked:
+        asked, source = env.get("CUDA_VISIBLE_DEVICES", "").strip(), "CUDA_VISIBLE_DEVICES"
+    if not asked:
+        return [gpu for gpu in gpus if gpu.gpu_type == gpus[0].gpu_type]
+    by_index = {gpu.index: gpu for gpu in gpus}
+    chosen = []
+    for index in (part.strip() for part in asked.split(",")):
+        if index not in by_index:
+            known = ", ".join(by_index)
+            raise GpuChoiceError(
+                f"{source}={asked} names GPU {index!r}, which this host does not list "
+                f"(nvidia-smi lists {known}): name GPUs by those indices"
+            )
+        chosen.append(by_index[index])
+    types = sorted({gpu.gpu_type for gpu in chosen})
+    if len(types) > 1:
+        raise GpuChoiceError(
+            f"{source}={asked} mixes GPU types ({', '.join(types)}): one stack serves one type; "
+            "start a stack per type, each with its own KERNELARENA_GPUS"
+        )
+    return chosen
