@@ -15,13 +15,15 @@
 #   evaluate    start the agent's evaluation once, then wait for it
 #   report      the report, the per-problem CSV and the suite page into $OUT
 #
-# Every call restores .state/, starts the stack (python -m webapp.serve: web server, one worker,
-# embedded Redis; its worker sends again whatever was left waiting, gpu_workers/waiting_work.py),
-# works for at most BUDGET_S seconds, stops the stack, and writes the new state to $OUT/state/
-# and the suite's results file to $OUT/SUITE-GPU.json (webapp/leaderboard/results_file.py).
-# Copy $OUT/state/ back to .state/ before the next call, and commit the results file to
+# Every call restores the state from .state.tgz, starts the stack (python -m webapp.serve: web
+# server, a worker of each kind per GPU, embedded Redis; the first worker sends again whatever was
+# left waiting, gpu_workers/waiting_work.py), works for at most BUDGET_S seconds, stops the stack,
+# and writes the new state to $OUT/state.tgz (the database, the phases' marks and the harness's
+# baselines cache, one file: the device tool brings back 8 files, two folders deep) and the
+# suite's results file to $OUT/SUITE-GPU.json (webapp/leaderboard/results_file.py). Copy
+# $OUT/state.tgz to .state.tgz before the next call and carry it, and commit the results file to
 # benchmarks/results/ after each call: the stack imports it as it starts, so a later session, whose
-# checkout has no .state/, goes on from it (import_suite attaches the sources; what was validated
+# checkout has no state, goes on from it (import_suite attaches the sources; what was validated
 # is not validated again, what was not is sent). Carry .whl/ (gpu_tests.sh's wheels, and the web
 # stack's in .whl/web/, made with
 #   pip download -d .whl/web --only-binary=:all: --python-version 3.12 --platform any \
@@ -59,6 +61,7 @@ mkdir -p "$OUT" .state .cache "$KERNELARENA_CACHE"
 manage() { python3 manage.py "$@"; }
 
 restore() {
+  if [ -f .state.tgz ]; then mkdir -p .state && tar -xzf .state.tgz -C .state; fi
   if [ -f .state/webapp.sqlite3 ]; then cp .state/webapp.sqlite3 .cache/webapp.sqlite3; fi
   if [ -d .state/baselines ]; then cp -r .state/baselines "$KERNELARENA_CACHE/"; fi
 }
@@ -82,10 +85,9 @@ stop_stack() {
 
 save() {
   stop_stack
-  mkdir -p "$OUT/state"
-  cp -r .state/. "$OUT/state/"  # the phases' marks, then the fresh database and cache
-  cp .cache/webapp.sqlite3 "$OUT/state/"
-  if [ -d "$KERNELARENA_CACHE/baselines" ]; then cp -r "$KERNELARENA_CACHE/baselines" "$OUT/state/"; fi
+  cp .cache/webapp.sqlite3 .state/  # beside the phases' marks: the fresh database and cache
+  if [ -d "$KERNELARENA_CACHE/baselines" ]; then cp -r "$KERNELARENA_CACHE/baselines" .state/; fi
+  tar -czf "$OUT/state.tgz" -C .state .
   manage export_results --suite "$SUITE" --gpu "$GPU" --output "$OUT/$SUITE-$GPU.json" || true
 }
 
