@@ -21,8 +21,11 @@ _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
 
-def start(command: list[str], **popen_options) -> subprocess.Popen:
-    """Starts `command` in a process group of its own, to die with this process."""
+def start(
+    command: list[str], cpus: frozenset[int] | None = None, **popen_options
+) -> subprocess.Popen:
+    """Starts `command` in a process group of its own, to die with this process; kept to the
+    cores `cpus` when given (its children inherit them)."""
     parent = os.getpid()
 
     def die_with_parent() -> None:
@@ -30,6 +33,8 @@ def start(command: list[str], **popen_options) -> subprocess.Popen:
             _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the parent died before the request took hold
             os.kill(os.getpid(), signal.SIGKILL)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
 
     return subprocess.Popen(
         command, start_new_session=True, preexec_fn=die_with_parent, **popen_options

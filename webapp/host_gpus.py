@@ -9,6 +9,12 @@ spreads over all of them. Which GPUs:
     CUDA_VISIBLE_DEVICES=1   otherwise these, when set
     (neither)                every GPU of the first GPU's type
 
+Each GPU's workers also get a share of the host's cores of their own (`cpu_shares`): a lent
+host of four H200s measured eager PyTorch up to 34 times slower than alone while the other GPUs'
+workers compiled torch.compile's max-autotune beside it on all 64 cores, since a timing's launches
+wait for a core like anything else. Kept to its share, a GPU's timing competes only with its own
+workers' builds, as on a host of one GPU.
+
 Only GPUs of one type serve one stack, the first listed one's: the board ranks per GPU type and a
 queue per type is what the workers share (webapp/work_kinds.py); a GPU of another type named in
 KERNELARENA_GPUS is refused with the reason.
@@ -16,6 +22,7 @@ KERNELARENA_GPUS is refused with the reason.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -91,3 +98,16 @@ def served(gpus: list[Gpu], env: Mapping[str, str]) -> list[Gpu]:
             "start a stack per type, each with its own KERNELARENA_GPUS"
         )
     return chosen
+
+
+def cpu_shares(count: int, cpus: frozenset[int] | None = None) -> list[frozenset[int]]:
+    """The cores of this process (`cpus`, default its affinity) dealt into `count` shares of
+    consecutive cores, as even as they divide (neighbouring cores share caches); each share has
+    at least one core, so a host of more GPUs than cores shares them round."""
+    ordered = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    if count <= 1:
+        return [frozenset(ordered)]
+    if len(ordered) < count:
+        return [frozenset({ordered[i % len(ordered)]}) for i in range(count)]
+    bounds = [len(ordered) * i // count for i in range(count + 1)]
+    return [frozenset(ordered[bounds[i] : bounds[i + 1]]) for i in range(count)]

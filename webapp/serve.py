@@ -160,17 +160,25 @@ def worker_plan(
     """(label, starter) of every worker: one per kind of work, and on a host of several GPUs one
     per kind per GPU, pinned to it (webapp/host_gpus.py)."""
     if len(gpus) <= 1:  # one GPU, or the cpu target: the sandbox's default pin is right
-        return [(f"{kind.label} worker", _worker_starter(kind, gpu_types, log, None))
+        return [(f"{kind.label} worker", _worker_starter(kind, gpu_types, log, None, None))
                 for kind in work_kinds.KINDS]  # fmt: skip
-    return [(f"{kind.label} worker on GPU {gpu.index}", _worker_starter(kind, gpu_types, log, gpu))
-            for gpu in gpus for kind in work_kinds.KINDS]  # fmt: skip
+    plan = []
+    for gpu, cpus in zip(gpus, host_gpus.cpu_shares(len(gpus)), strict=True):
+        for kind in work_kinds.KINDS:
+            starter = _worker_starter(kind, gpu_types, log, gpu, cpus)
+            plan.append((f"{kind.label} worker on GPU {gpu.index}", starter))
+    return plan
 
 
 def _worker_starter(
-    kind: work_kinds.WorkKind, gpu_types: list[str], log: StackLog, gpu: host_gpus.Gpu | None
+    kind: work_kinds.WorkKind,
+    gpu_types: list[str],
+    log: StackLog,
+    gpu: host_gpus.Gpu | None,
+    cpus: frozenset[int] | None,
 ) -> Callable[[], subprocess.Popen]:
-    """Starts the worker of one kind of work (on one GPU); each start has a name of its own, so
-    a run's trace and the logs tell them apart."""
+    """Starts the worker of one kind of work (on one GPU and its share of the cores); each start
+    has a name of its own, so a run's trace and the logs tell them apart."""
     queues = ",".join(kind.queue(gpu_type) for gpu_type in kind.gpu_types(gpu_types))
     starts = itertools.count(1)
     pinned = f"gpu{gpu.index}-" if gpu else ""
@@ -181,7 +189,7 @@ def _worker_starter(
         return child_process.start([sys.executable, "-m", "celery", "-A", "webapp.celery",
                                     "worker", "-Q", queues, "--concurrency", str(kind.concurrency),
                                     "--loglevel", "info", "--hostname", name],
-                                   cwd=REPO, env=env, **log.popen_options())  # fmt: skip
+                                   cpus=cpus, cwd=REPO, env=env, **log.popen_options())  # fmt: skip
 
     return start
 

@@ -40,6 +40,16 @@ def publish_json(path: Path, data, replace: bool = True) -> None:
         os.unlink(partial)
 
 
+def cpu_count() -> int:
+    """The cores this process may run on: on a host of several GPUs each GPU's workers get a
+    share of their own (webapp/host_gpus.py), and ninja's jobs, OpenMP's threads and
+    torch.compile's compile workers keep to it, so one GPU's builds never slow another's timing."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def gpu_index() -> str:
     """The GPU this worker owns; the sandbox pins children to it with CUDA_VISIBLE_DEVICES."""
     return os.environ.get("KERNELARENA_GPU", os.environ.get("CUDA_VISIBLE_DEVICES", "0")) or "0"

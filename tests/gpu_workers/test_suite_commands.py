@@ -10,6 +10,7 @@ import io
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from gpu_workers import agent_run, baseline_measurement, problem_validation, regrade
 from tests.conftest import problem_source
@@ -168,3 +169,42 @@ def test_a_worker_measures_nothing_for_a_problem_it_has_no_source_of(level1, mon
     row.refresh_from_db()
     assert "no source of the problem" in row.error and "import_suite" in row.error
     assert row.measured is None and row.eager_ms is None
+
+
+def _baseline_of_a_valid_problem(level1, monkeypatch, **problem_fields) -> Baseline:
+    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", lambda *args: None)
+    command("import_suite", str(level1), "--name", "mini", "--no-wait")
+    problem = Suite.objects.get(name="mini").problems.get(title__endswith="1_ReLUScale")
+    type(problem).objects.filter(pk=problem.pk).update(status=ProblemStatus.VALID, **problem_fields)
+    return Baseline.objects.create(problem=problem, gpu_type="cpu", protocol="loose")
+
+
+def test_an_answered_request_is_not_measured_again(level1, monkeypatch):
+    """A copy of the task sent again beside the request (the first worker on a fresh broker sends
+    what the database says is waiting) finds the row measured since it was requested."""
+    row = _baseline_of_a_valid_problem(level1, monkeypatch)
+    before = timezone.now()
+    Baseline.objects.filter(pk=row.pk).update(requested=before, measured=before, eager_ms=1.5)
+    assert (
+        baseline_measurement.measure(row.pk)
+        == f"baseline {row.pk}: measured since it was requested"
+    )
+    row.refresh_from_db()
+    assert row.eager_ms == 1.5 and row.measurements == []
+
+
+def test_a_baseline_far_slower_than_validation_is_measured_again_and_says_so(level1, monkeypatch):
+    """Known-bad: validation timed eager a million times faster than any process can, as if the
+    baselines' machine were that busy. Checked on GPUs only (DISAGREES); the cpu target joins here
+    so that the check runs for real: two more fresh processes, then the row says why."""
+    monkeypatch.setitem(baseline_measurement.DISAGREES, "cpu", 1.25)
+    row = _baseline_of_a_valid_problem(level1, monkeypatch, eager_ms=1e-6, validated_on="cpu")
+    Baseline.objects.filter(pk=row.pk).update(requested=timezone.now())
+
+    assert baseline_measurement.measure(row.pk) == f"baseline {row.pk} measured (3x)"
+    row.refresh_from_db()
+    assert len(row.measurements) == 1 + baseline_measurement.EXTRA_MEASUREMENTS
+    assert row.eager_ms == min(m["eager_ms"] for m in row.measurements)
+    assert "the machine was busy" in row.error and "request the baselines again" in row.error
+    line = command("benchmark_baselines", "--suite", "mini", "--gpu", "cpu", "--follow")
+    assert "eager" in line and "the machine was busy" in line  # the times, and why to doubt them

@@ -4,6 +4,7 @@ are nvidia-smi's `--query-gpu=index,name --format=csv,noheader` output as lent h
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -70,15 +71,31 @@ def test_one_gpu_gets_a_worker_per_kind_and_several_get_one_per_kind_per_gpu(tmp
 
 def test_a_worker_on_a_gpu_is_pinned_to_it(tmp_path: Path):
     """A real worker process, started as the stack starts it: its environment names its GPU (the
-    harness reads KERNELARENA_GPU for the sandbox's pin and the lock's name), its name too."""
+    harness reads KERNELARENA_GPU for the sandbox's pin and the lock's name), its name too, and it
+    runs on its GPU's share of the cores (on this 2-core host, one core: the share of GPU 2 of
+    four wraps round to core 0)."""
     log = StackLog.open(tmp_path)
     plan = dict(worker_plan(host_gpus.parse_listing(FOUR_H200), ["h200"], log))
     worker = plan["re-grade worker on GPU 2"]()
     try:
         environ = Path(f"/proc/{worker.pid}/environ").read_bytes().split(b"\0")
         command = Path(f"/proc/{worker.pid}/cmdline").read_bytes().split(b"\0")
+        cores = frozenset(os.sched_getaffinity(worker.pid))
     finally:
         child_process.stop(worker, timeout_s=10)
     assert b"KERNELARENA_GPU=2" in environ
     assert any(part.startswith(b"grade-gpu2-") for part in command), command
     assert b"gpu.h200.grade" in command
+    assert cores == host_gpus.cpu_shares(4)[2]  # GPU 2's share of this host's cores
+
+
+def test_each_gpu_gets_cores_of_its_own():
+    sixty_four = frozenset(range(64))
+    shares = host_gpus.cpu_shares(4, sixty_four)
+    assert shares == [frozenset(range(16 * i, 16 * i + 16)) for i in range(4)]
+    uneven = host_gpus.cpu_shares(3, frozenset(range(8)))
+    assert sorted(len(share) for share in uneven) == [2, 3, 3]
+    assert frozenset().union(*uneven) == frozenset(range(8))  # every core dealt, none twice
+    assert sum(len(share) for share in uneven) == 8
+    assert host_gpus.cpu_shares(4, frozenset({0, 1})) == [frozenset({0}), frozenset({1})] * 2
+    assert host_gpus.cpu_shares(1, sixty_four) == [sixty_four]

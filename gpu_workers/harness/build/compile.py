@@ -213,7 +213,7 @@ def warm(device: str) -> None:
     prelude (24 s of a first KernelBench run's 32 s compile on a lent H200): a worker calls it
     as it starts (gpu_workers/machine_warm_up.py)."""
     chain = toolchain(device)
-    memory = _memory_per_job(os.cpu_count() or 1)
+    memory = _memory_per_job(settings.cpu_count())
     with gpu_lock.compiling(device):
         precompiled_header.prelude(chain.cxx, chain.cflags, chain.digest(), device, memory)
 
@@ -252,7 +252,7 @@ def _link(ws, device, chain: Toolchain, plan: _Plan) -> tuple[str | None, Path |
     read-only, and writes only a private build folder outside the cache; this process publishes
     what it made."""
     (settings.cache_dir() / "objects").mkdir(exist_ok=True)
-    prelude = _prelude(device, chain, plan, _memory_per_job(os.cpu_count() or 1))
+    prelude = _prelude(device, chain, plan, _memory_per_job(settings.cpu_count()))
     build_dir = Path(tempfile.mkdtemp(prefix="kernelarena-build-"))
     try:
         log = _ninja(ws.root, device, chain, plan, build_dir, prelude)
@@ -306,7 +306,7 @@ def _built_object(build_dir: Path, first_key: str) -> Path:
 def _ninja(root, device, chain, plan: _Plan, build_dir: Path, prelude: Path | None) -> str | None:
     """Runs the build in the sandbox; the compiler's log on failure."""
     (build_dir / "build.ninja").write_text(_ninja_file(root, chain, plan, build_dir, prelude))
-    jobs = os.cpu_count() or 1
+    jobs = settings.cpu_count()
     cached = [compile_cache.object_path(key) for key in plan.cached.values()]
     result = sandbox.run(
         ["ninja", "-C", str(build_dir), f"-j{jobs}"],

@@ -311,7 +311,7 @@ def child_env(device: str, extra: dict[str, str] | None = None) -> dict[str, str
     else:
         env["KERNELARENA_CACHE"] = str(settings.cache_dir())
     env["CUDA_VISIBLE_DEVICES"] = settings.gpu_index() if device == "cuda" else ""
-    env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+    env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", str(settings.cpu_count()))
     env.update(extra or {})
     return env
 

@@ -68,11 +68,12 @@ class Command(StackCommand):
 
 
 def _line(row: Baseline) -> str:
-    if row.error:
+    if row.error and row.eager_ms is None:
         return f"  {row.problem.title}: {row.error}"
     times = (row.eager_ms, row.compile_ms, row.compile_max_autotune_ms, row.sol_ms)
     eager, compiled, autotune, floor = (f"{t:.4f}" if t is not None else "-" for t in times)
-    return (
+    line = (
         f"  {row.problem.title}: eager {eager} ms, compile {compiled} ms, "
         f"max-autotune {autotune} ms, SOL {floor} ms"
     )
+    return f"{line}; {row.error}" if row.error else line
