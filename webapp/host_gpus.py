@@ -1,19 +1,18 @@
 """The GPUs of this host that a stack (`make run`, webapp/serve.py) puts workers on.
 
-A host of several GPUs gets a set of workers per GPU, each pinned to its GPU (KERNELARENA_GPU,
-which the harness's sandbox turns into the children's CUDA_VISIBLE_DEVICES and the measurement
-lock's name), so timings on one GPU never wait for another's and a level of baselines or runs
+A host of several GPUs gets a set of workers per GPU, each pinned to its GPU: KERNELARENA_GPU,
+which the harness's sandbox turns into its children's CUDA_VISIBLE_DEVICES and the measurement
+lock's name, and CUDA_VISIBLE_DEVICES for the worker's own CUDA work (the judge's side of a
+timing). Timings on one GPU then never wait for another's, and a level of baselines or runs
 spreads over all of them. Which GPUs:
 
     KERNELARENA_GPUS=0,2     these, by nvidia-smi's index
     CUDA_VISIBLE_DEVICES=1   otherwise these, when set
     (neither)                every GPU of the first GPU's type
 
-Each GPU's workers also get a share of the host's cores of their own (`cpu_shares`): a lent
-host of four H200s measured eager PyTorch up to 34 times slower than alone while the other GPUs'
-workers compiled torch.compile's max-autotune beside it on all 64 cores, since a timing's launches
-wait for a core like anything else. Kept to its share, a GPU's timing competes only with its own
-workers' builds, as on a host of one GPU.
+Each GPU's workers also get a share of the host's cores of their own (`cpu_shares`): a timing's
+launches wait for a core like anything else, so kept to its share a GPU's timing competes only
+with its own workers' builds (ninja, torch.compile's compile workers), as on a host of one GPU.
 
 Only GPUs of one type serve one stack, the first listed one's: the board ranks per GPU type and a
 queue per type is what the workers share (webapp/work_kinds.py); a GPU of another type named in

@@ -55,6 +55,18 @@ def gpu_index() -> str:
     return os.environ.get("KERNELARENA_GPU", os.environ.get("CUDA_VISIBLE_DEVICES", "0")) or "0"
 
 
+def check_judge_on_its_gpu() -> None:
+    """Refuses a judge whose own CUDA device is not the GPU its runners are pinned to: the
+    buffers it shares with them would live on another GPU, and every timing would read them
+    across the link (on a lent host of four H200s, eager timed up to 30 times slower)."""
+    own = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    if own != gpu_index().split(",")[0].strip():  # each process's device 0
+        raise RuntimeError(
+            f"this process judges on GPU {own} (CUDA_VISIBLE_DEVICES) but pins its runners to "
+            f"GPU {gpu_index()} (KERNELARENA_GPU): set CUDA_VISIBLE_DEVICES={gpu_index()} too"
+        )
+
+
 def sandbox_mode() -> str:
     """`bwrap` (the default) confines every step; `unconfined` is for development only, and every
     verdict made so says so."""

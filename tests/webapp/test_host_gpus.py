@@ -83,7 +83,7 @@ def test_a_worker_on_a_gpu_is_pinned_to_it(tmp_path: Path):
         cores = frozenset(os.sched_getaffinity(worker.pid))
     finally:
         child_process.stop(worker, timeout_s=10)
-    assert b"KERNELARENA_GPU=2" in environ
+    assert b"KERNELARENA_GPU=2" in environ and b"CUDA_VISIBLE_DEVICES=2" in environ
     assert any(part.startswith(b"grade-gpu2-") for part in command), command
     assert b"gpu.h200.grade" in command
     assert cores == host_gpus.cpu_shares(4)[2]  # GPU 2's share of this host's cores

@@ -18,6 +18,8 @@ import os
 
 import torch
 
+from gpu_workers.harness import settings
+
 _IPC_HANDLE_BYTES = 64
 _LAZY_ENABLE_PEER_ACCESS = 1
 
@@ -55,6 +57,7 @@ def typed_driver(lib):
 def _driver():
     """The CUDA driver API, in the primary context torch itself uses (so torch can read the
     memory), made current on the calling thread by `_current_context`."""
+    settings.check_judge_on_its_gpu()
     lib = typed_driver(ctypes.CDLL("libcuda.so.1"))
     torch.cuda.init()
     device = ctypes.c_int()
