@@ -251,22 +251,28 @@ def _environment(baselines) -> dict:
     return {
         "gpu": measured.environment if measured else {},
         "software": {
-            "kernelarena": _commit(),
+            "kernelarena": checkout_commit(),
             "python": platform.python_version(),
             "django": django.get_version(),
         },
     }
 
 
-def _commit() -> str:
-    """The exporting checkout's commit, or "" where there is no git checkout."""
+def checkout_commit(repo: Path = settings.BASE_DIR) -> str:
+    """The exporting checkout's commit, "+modified" after it when tracked files differ from it
+    (a lent GPU host is sent a working tree whose commits its git may not have), or "" where
+    there is no git checkout."""
+    git = ["git", "-C", str(repo)]
     try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=settings.BASE_DIR, capture_output=True, text=True
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+        changed = subprocess.run(
+            [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
         )
     except OSError:
         return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+    if head.returncode != 0:
+        return ""
+    return head.stdout.strip() + ("+modified" if changed.stdout.strip() else "")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 
 import pytest
 from django.contrib.auth.models import User
@@ -30,6 +31,7 @@ from webapp.leaderboard.models import Grade, GradeStatus
 from webapp.leaderboard.results_file import (
     IMPORT_USERNAME,
     ResultsFileError,
+    checkout_commit,
     export_results,
     import_results,
     import_results_folder,
@@ -512,3 +514,18 @@ def test_serve_imports_the_committed_results_once(suite, tmp_path):
 def test_every_committed_results_file_imports(db):
     folder = serve.REPO / "benchmarks" / "results"
     assert all("not imported" not in line for line in import_results_folder(folder))
+
+
+def test_the_exported_commit_says_when_the_tree_differs_from_it(tmp_path):
+    """A lent GPU host is sent the working tree, whose git may hold an older HEAD: the results
+    file says "+modified" rather than name a commit the measured code was not."""
+    assert checkout_commit(tmp_path) == ""  # no checkout
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "kernel.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "kernel.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert checkout_commit(tmp_path) == head.strip()
+    (tmp_path / "kernel.py").write_text("x = 2\n")
+    assert checkout_commit(tmp_path) == head.strip() + "+modified"
