@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# A suite through the whole product on lent GPU machines, one phase per call. Each call may land
-# on a fresh machine, so nothing survives between calls but what a call writes under $OUT and the
-# next call carries back: the SQLite database and the harness's baselines cache (.state/).
+# A suite through the whole product on lent GPU machines, phases in order within one call's
+# budget. Each call may land on a fresh machine, so nothing survives between calls but what a call
+# writes under $OUT and the next call carries back: the SQLite database and the harness's
+# baselines cache (.state.tgz).
 #
-#   SUITE=kernelbench-level1 FOLDER=.kb/KernelBench/level1 scripts/gpu_suite_run.sh PHASE
+#   SUITE=kernelbench-level1 FOLDER=.kb/KernelBench/level1 scripts/gpu_suite_run.sh PHASE...
+#
+# e.g. `baselines evaluate report`: a phase that ends within BUDGET_S leaves the rest of it to the
+# next; one that does not stops the call (run the same again).
 #
 # FOLDER, the suite's folder, is needed by import and by baselines and evaluate (their problems'
 # sources); synthesize reads it as the folder its problems are kept apart from.
@@ -11,7 +15,8 @@
 #   import      import the folder as a suite and wait for validation (again: keep waiting)
 #   synthesize  synthesize COUNT (default 200) problems of SEED (default 1) into the suite, kept
 #               apart from FOLDER when given (docs/synthesis.md; again: go on where it stopped)
-#   baselines   request the baselines once, then wait for them
+#   baselines   request the baselines of problems with none or a failed one (--missing), then
+#               wait for them
 #   evaluate    start the agent's evaluation once, then wait for it
 #   report      the report, the per-problem CSV and the suite page into $OUT
 #
@@ -29,10 +34,17 @@
 #   pip download -d .whl/web --only-binary=:all: --python-version 3.12 --platform any \
 #     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
 #     --platform manylinux_2_28_x86_64 '.[web,agent]'
-# for a host without a package registry), .state/ and the suite's folder.
+# for a host without a package registry), .state.tgz and the suite's folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PHASE=${1:?say which phase: import, synthesize, baselines, evaluate or report}
+PHASES=("$@")
+for PHASE in "${PHASES[@]}"; do
+  case "$PHASE" in
+    import | synthesize | baselines | evaluate | report) ;;
+    *) sed -n '2,28p' "$0"; exit 2 ;;
+  esac
+done
+[ ${#PHASES[@]} -gt 0 ] || { echo "say which phases: import, synthesize, baselines, evaluate, report"; exit 2; }
 SUITE=${SUITE:?name the suite, e.g. SUITE=kernelbench-level1}
 FOLDER=${FOLDER:-}
 AGENT=${AGENT:-fusion}
@@ -91,51 +103,56 @@ save() {
   manage export_results --suite "$SUITE" --gpu "$GPU" --output "$OUT/$SUITE-$GPU.json" || true
 }
 
-# Wait for the phase's work; running out of BUDGET_S is normal: the next call goes on.
-follow() { "$@" || echo "phase $PHASE: not finished within this call; run it again"; }
+# Wait for the phase's work; running out of the budget is normal: the next call goes on.
+follow() { "$@" || { echo "phase $PHASE: not finished within this call; run it again"; return 1; }; }
+DEADLINE=$(($(date +%s) + BUDGET_S))
+left() { echo $((DEADLINE - $(date +%s))); }
+
+run_phase() {
+  case "$PHASE" in
+    import)
+      follow manage import_suite "${FOLDER:?give FOLDER, the folder of the suite}" --name "$SUITE" \
+        --timeout "$(left)"
+      ;;
+    synthesize)
+      follow manage synthesize --count "${COUNT:-200}" --seed "${SEED:-1}" --into "$SUITE" \
+        ${FOLDER:+--reference "$FOLDER"} --timeout "$(left)"
+      ;;
+    baselines)
+      manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --repeats "$REPEATS" --missing --no-wait
+      follow manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --follow --timeout "$(left)"
+      ;;
+    evaluate)
+      if [ ! -f ".state/evaluation-started-$GPU" ]; then
+        manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --max-turns "$MAX_TURNS"
+        touch ".state/evaluation-started-$GPU"
+      fi
+      follow manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --follow \
+        --timeout "$(left)"
+      ;;
+    report)
+      manage report --suite "$SUITE" --gpu "$GPU" --output "$OUT/$SUITE-$GPU.md" \
+        --csv "$OUT/$SUITE-$GPU.csv"
+      python3 -c "import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=30).read())" \
+        "http://127.0.0.1:$PORT/suites/$SUITE/?gpu_type=$GPU" >"$OUT/suite-page.html" || true
+      ;;
+  esac
+}
 
 restore
 start_stack
 trap save EXIT
-echo "stack up on $GPU; phase $PHASE of $SUITE"
+echo "stack up on $GPU; phases ${PHASES[*]} of $SUITE"
 # A machine whose database came from the results file holds the suite's problems by sha256 alone,
 # and a worker cannot measure or run those (benchmark_baselines and evaluate_suite refuse them):
 # import_suite attaches the sources from FOLDER, validating nothing it validated before.
-if [ -n "$FOLDER" ] && { [ "$PHASE" = baselines ] || [ "$PHASE" = evaluate ]; }; then
+if [ -n "$FOLDER" ] && [[ " ${PHASES[*]} " =~ " baselines " || " ${PHASES[*]} " =~ " evaluate " ]]; then
   manage import_suite "$FOLDER" --name "$SUITE" --no-wait
 fi
-case "$PHASE" in
-  import)
-    follow manage import_suite "${FOLDER:?give FOLDER, the folder of the suite}" --name "$SUITE" \
-      --timeout "$BUDGET_S"
-    ;;
-  synthesize)
-    follow manage synthesize --count "${COUNT:-200}" --seed "${SEED:-1}" --into "$SUITE" \
-      ${FOLDER:+--reference "$FOLDER"} --timeout "$BUDGET_S"
-    ;;
-  baselines)
-    if [ ! -f ".state/baselines-requested-$GPU" ]; then
-      manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --repeats "$REPEATS" --no-wait
-      touch ".state/baselines-requested-$GPU"
-    fi
-    follow manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --follow --timeout "$BUDGET_S"
-    ;;
-  evaluate)
-    if [ ! -f ".state/evaluation-started-$GPU" ]; then
-      manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --max-turns "$MAX_TURNS"
-      touch ".state/evaluation-started-$GPU"
-    fi
-    follow manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --follow \
-      --timeout "$BUDGET_S"
-    ;;
-  report)
-    manage report --suite "$SUITE" --gpu "$GPU" --output "$OUT/$SUITE-$GPU.md" \
-      --csv "$OUT/$SUITE-$GPU.csv"
-    python3 -c "import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1], timeout=30).read())" \
-      "http://127.0.0.1:$PORT/suites/$SUITE/?gpu_type=$GPU" >"$OUT/suite-page.html" || true
-    ;;
-  *)
-    sed -n '2,23p' "$0"
-    exit 2
-    ;;
-esac
+for PHASE in "${PHASES[@]}"; do
+  if [ "$(left)" -lt 10 ] && [ "$PHASE" != report ]; then
+    echo "phase $PHASE: no budget left in this call; run it again"
+    break
+  fi
+  run_phase || break
+done

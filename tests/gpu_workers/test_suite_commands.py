@@ -208,3 +208,33 @@ def test_a_baseline_far_slower_than_validation_is_measured_again_and_says_so(lev
     assert "the machine was busy" in row.error and "request the baselines again" in row.error
     line = command("benchmark_baselines", "--suite", "mini", "--gpu", "cpu", "--follow")
     assert "eager" in line and "the machine was busy" in line  # the times, and why to doubt them
+
+
+def test_missing_requests_only_what_has_no_baseline_or_failed(level1, monkeypatch):
+    """`benchmark_baselines --missing`, as gpu_suite_run.sh sends it on every call: a level
+    measured over several machines never measures again what was measured, nor sends twice what
+    waits (the first worker of a machine sends that again). Known-bad beside it: without
+    --missing every valid problem is requested."""
+    monkeypatch.setitem(dispatch.SENDERS, "validate_problem", lambda *args: None)
+    sent = []
+    monkeypatch.setitem(dispatch.SENDERS, "measure_baselines", lambda *args: sent.append(args[0]))
+    command("import_suite", str(level1), "--name", "mini", "--no-wait")
+    suite = Suite.objects.get(name="mini")
+    suite.problems.update(status=ProblemStatus.VALID)
+    answered, failed, new = suite.valid_problems().order_by("suite_entries__position")
+    now = timezone.now()
+    for problem, fields in [
+        (answered, {"requested": now, "measured": now, "eager_ms": 1.0}),  # or still waiting
+        (failed, {"requested": now, "measured": now, "error": "the machine was busy"}),
+    ]:
+        Baseline.objects.create(problem=problem, gpu_type="cpu", protocol="loose", **fields)
+
+    out = command("benchmark_baselines", "--suite", "mini", "--gpu", "cpu", "--missing",
+                  "--no-wait")  # fmt: skip
+    assert "2 problems of mini queued on cpu" in out
+    assert sorted(sent) == sorted(
+        Baseline.objects.get(problem=p, gpu_type="cpu").pk for p in (failed, new)
+    )
+    sent.clear()
+    command("benchmark_baselines", "--suite", "mini", "--gpu", "cpu", "--no-wait")
+    assert len(sent) == 3

@@ -18,7 +18,13 @@ class BaselinesRefused(Exception):
     """Nothing was requested; the message says what to do first."""
 
 
-def request_baselines(suite: Suite, gpu_type: str, protocol: str, repeats: int) -> list[Baseline]:
+def request_baselines(
+    suite: Suite, gpu_type: str, protocol: str, repeats: int, missing_only: bool = False
+) -> list[Baseline]:
+    """Requests every valid problem's baselines afresh, or with `missing_only` those of problems
+    with none yet or whose last measurement failed (a request still waiting is left to its task:
+    a worker that starts sends it again, gpu_workers/waiting_work.py), so a suite's baselines
+    go on across machines without measuring again what was measured."""
     if missing := suite.sources_missing():  # a worker would measure an empty file
         raise BaselinesRefused(missing)
     rows = []
@@ -27,6 +33,8 @@ def request_baselines(suite: Suite, gpu_type: str, protocol: str, repeats: int) 
             row, _ = Baseline.objects.get_or_create(
                 problem=problem, gpu_type=gpu_type, protocol=protocol
             )
+            if missing_only and row.requested is not None and not row.error:
+                continue  # measured, or waiting for its worker
             Baseline.objects.filter(pk=row.pk).update(
                 requested=timezone.now(), error="", repeats=repeats
             )

@@ -31,6 +31,12 @@ class Command(StackCommand):
             help="measurements per problem, each in a fresh process; the fastest of each "
             "baseline is kept (torch.compile's time moves between processes)",
         )
+        parser.add_argument(
+            "--missing",
+            action="store_true",
+            help="only problems with no baseline on this GPU type yet, or whose last "
+            "measurement failed (what is waiting stays queued)",
+        )
         parser.add_argument("--no-wait", action="store_true")
         parser.add_argument(
             "--follow", action="store_true", help="request nothing: wait for earlier requests"
@@ -51,7 +57,9 @@ class Command(StackCommand):
             )
         else:
             try:
-                rows = request_baselines(suite, gpu_type, protocol, max(1, options["repeats"]))
+                rows = request_baselines(
+                    suite, gpu_type, protocol, max(1, options["repeats"]), options["missing"]
+                )
             except BaselinesRefused as exc:
                 raise CommandError(str(exc)) from None
             self.stdout.write(f"{len(rows)} problems of {suite.name} queued on {gpu_type}")
