@@ -9,7 +9,7 @@ fair side to err on for a leaderboard (a candidate must beat the best the compil
 
 A slow baseline flatters every entrant, so on a GPU eager's time is checked against the one
 validation measured on the same GPU type: more than DISAGREES slower, and the machine was busy (a
-lent host of four H200s whose workers all judged on GPU 0 timed eager up to 30 times slower than
+lent host of four H200s whose workers all judged on GPU 0 timed eager up to 34 times slower than
 alone), so it is measured again in a fresh process, up to EXTRA_MEASUREMENTS times, the
 fastest kept, and the row says so when they still disagree. Not on the cpu target, whose device
 is the host's cores: there a busy host moves every time, validation's too. A request already

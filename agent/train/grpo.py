@@ -123,6 +123,14 @@ def milestone_reward(prompts, completions, milestone_reward, **_) -> list[float 
     return list(milestone_reward)
 
 
+def rank_gpu(env) -> str:
+    """The GPU of this accelerate rank as the host numbers it: LOCAL_RANK counts the devices the
+    process sees, which CUDA_VISIBLE_DEVICES may have narrowed ("2,3": rank 1 is GPU 3)."""
+    rank = int(env["LOCAL_RANK"])
+    visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return visible[rank] if rank < len(visible) else str(rank)
+
+
 def train(plan: GrpoPlan) -> dict:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -130,8 +138,8 @@ def train(plan: GrpoPlan) -> dict:
     problems = {p["name"]: p for p in load_problems(plan.problems)}
     if plan.device == "cuda" and "LOCAL_RANK" in os.environ:
         # under accelerate launch: each rank's rollouts judged on its own GPU (the harness pins
-        # its sandboxes to KERNELARENA_GPU)
-        os.environ.setdefault("KERNELARENA_GPU", os.environ["LOCAL_RANK"])
+        # its sandboxes to KERNELARENA_GPU, by the host's numbering, and refuses a judge elsewhere)
+        os.environ.setdefault("KERNELARENA_GPU", rank_gpu(os.environ))
     model, tokenizer, bf16 = load_policy(plan.base, plan.precision)
     tokenizer.padding_side = "left"
     Path(plan.output).mkdir(parents=True, exist_ok=True)

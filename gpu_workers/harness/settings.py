@@ -55,15 +55,21 @@ def gpu_index() -> str:
     return os.environ.get("KERNELARENA_GPU", os.environ.get("CUDA_VISIBLE_DEVICES", "0")) or "0"
 
 
-def check_judge_on_its_gpu() -> None:
-    """Refuses a judge whose own CUDA device is not the GPU its runners are pinned to: the
-    buffers it shares with them would live on another GPU, and every timing would read them
-    across the link (on a lent host of four H200s, eager timed up to 30 times slower)."""
-    own = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
-    if own != gpu_index().split(",")[0].strip():  # each process's device 0
+def check_judge_on_its_gpu(current_device: int) -> None:
+    """Refuses a judge whose own CUDA device (`current_device`, as torch numbers the devices this
+    process sees) is not the GPU its runners are pinned to: the buffers it shares with them would
+    live on another GPU, and every timing would read them across the link (on a lent host of four
+    H200s, eager timed up to 34 times slower). A worker of `make run` sees only its GPU
+    (CUDA_VISIBLE_DEVICES), a GRPO rank under accelerate sees every GPU and works on its own."""
+    visible = [
+        d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()
+    ]
+    own = visible[current_device] if current_device < len(visible) else str(current_device)
+    pinned = gpu_index().split(",")[0].strip()  # the runners' device 0
+    if own != pinned:
         raise RuntimeError(
-            f"this process judges on GPU {own} (CUDA_VISIBLE_DEVICES) but pins its runners to "
-            f"GPU {gpu_index()} (KERNELARENA_GPU): set CUDA_VISIBLE_DEVICES={gpu_index()} too"
+            f"this process judges on GPU {own} but pins its runners to GPU {pinned} "
+            f"(KERNELARENA_GPU): set CUDA_VISIBLE_DEVICES={pinned} for it, or KERNELARENA_GPU={own}"
         )
 
 

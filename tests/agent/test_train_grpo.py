@@ -150,3 +150,11 @@ def test_a_call_that_is_not_json_is_text_and_the_episode_trains_on_it(tiny_token
     seq = grpo.sequences(episode, tiny_tokenizer, "transformers")
     learned = [t for t, m in zip(seq["completion_ids"], seq["env_mask"], strict=True) if m]
     assert broken in tiny_tokenizer.decode(learned)  # what the model wrote is what it learns
+
+
+def test_a_rank_is_pinned_to_its_gpu_by_the_hosts_numbering():
+    """LOCAL_RANK counts the devices a rank sees; the harness pins by the host's numbering, and
+    refuses a judge on another GPU than its runners (tests/gpu_workers/harness/test_judge_pin.py).
+    """
+    assert grpo.rank_gpu({"LOCAL_RANK": "1"}) == "1"
+    assert grpo.rank_gpu({"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "2,3"}) == "3"

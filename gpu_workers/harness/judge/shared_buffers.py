@@ -57,9 +57,9 @@ def typed_driver(lib):
 def _driver():
     """The CUDA driver API, in the primary context torch itself uses (so torch can read the
     memory), made current on the calling thread by `_current_context`."""
-    settings.check_judge_on_its_gpu()
     lib = typed_driver(ctypes.CDLL("libcuda.so.1"))
     torch.cuda.init()
+    settings.check_judge_on_its_gpu(torch.cuda.current_device())
     device = ctypes.c_int()
     _check(lib, lib.cuDeviceGet(ctypes.byref(device), torch.cuda.current_device()), "cuDeviceGet")
     context = ctypes.c_void_p()
