@@ -6,9 +6,11 @@ lock's name, and CUDA_VISIBLE_DEVICES for the worker's own CUDA work (the judge'
 timing). Timings on one GPU then never wait for another's, and a level of baselines or runs
 spreads over all of them. Which GPUs:
 
-    KERNELARENA_GPUS=0,2     these, by nvidia-smi's index
+    KERNELARENA_GPUS=0,2     these, by nvidia-smi's index or UUID (or a UUID's prefix)
     CUDA_VISIBLE_DEVICES=1   otherwise these, when set
     (neither)                every GPU of the first GPU's type
+
+A worker is pinned by its GPU's UUID, which CUDA and nvidia-smi read alike.
 
 Each GPU's workers also get a share of the host's cores of their own (`cpu_shares`): a timing's
 launches wait for a core like anything else, so kept to its share a GPU's timing competes only
@@ -35,12 +37,27 @@ class GpuChoiceError(ValueError):
 
 @dataclass(frozen=True)
 class Gpu:
-    index: str
+    index: str  # nvidia-smi's, in PCI order
     name: str  # "NVIDIA H200"
+    uuid: str = ""  # "GPU-5397dcb0-..."
 
     @property
     def gpu_type(self) -> str:
         return gpu_type(self.name)
+
+    @property
+    def pin(self) -> str:
+        """How a worker names its GPU in CUDA_VISIBLE_DEVICES and KERNELARENA_GPU: the UUID,
+        which means the same GPU to CUDA and nvidia-smi (CUDA numbers devices fastest first,
+        nvidia-smi in PCI order: the same only on a host of one kind of GPU)."""
+        return self.uuid or self.index
+
+    def named_by(self, token: str) -> bool:
+        """`token` (from CUDA_VISIBLE_DEVICES or KERNELARENA_GPUS) is this GPU's index, its
+        UUID or a prefix of it, as CUDA accepts."""
+        if token == self.index:
+            return True
+        return bool(self.uuid and token.startswith("GPU-") and self.uuid.startswith(token))
 
 
 def gpu_type(name: str) -> str:
@@ -55,18 +72,20 @@ def listed() -> list[Gpu]:
     if not exe:
         return []
     done = subprocess.run(
-        [exe, "--query-gpu=index,name", "--format=csv,noheader"], capture_output=True, text=True
+        [exe, "--query-gpu=index,uuid,name", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
     )
     return parse_listing(done.stdout) if done.returncode == 0 else []
 
 
 def parse_listing(text: str) -> list[Gpu]:
-    """nvidia-smi's `index, name` lines, one GPU each."""
+    """nvidia-smi's `index, uuid, name` lines, one GPU each."""
     gpus = []
     for line in text.splitlines():
-        index, _, name = line.partition(",")
-        if index.strip().isdigit() and name.strip():
-            gpus.append(Gpu(index.strip(), name.strip()))
+        index, uuid, name = ([*line.split(",", 2), "", ""])[:3]
+        if index.strip().isdigit() and uuid.strip().startswith("GPU-") and name.strip():
+            gpus.append(Gpu(index.strip(), name.strip(), uuid.strip()))
     return gpus
 
 
@@ -80,16 +99,16 @@ def served(gpus: list[Gpu], env: Mapping[str, str]) -> list[Gpu]:
         asked, source = env.get("CUDA_VISIBLE_DEVICES", "").strip(), "CUDA_VISIBLE_DEVICES"
     if not asked:
         return [gpu for gpu in gpus if gpu.gpu_type == gpus[0].gpu_type]
-    by_index = {gpu.index: gpu for gpu in gpus}
     chosen = []
-    for index in (part.strip() for part in asked.split(",")):
-        if index not in by_index:
-            known = ", ".join(by_index)
+    for token in (part.strip() for part in asked.split(",")):
+        named = [gpu for gpu in gpus if gpu.named_by(token)]
+        if len(named) != 1:
+            known = ", ".join(gpu.index for gpu in gpus)
             raise GpuChoiceError(
-                f"{source}={asked} names GPU {index!r}, which this host does not list "
-                f"(nvidia-smi lists {known}): name GPUs by those indices"
+                f"{source}={asked} names GPU {token!r}, which is not one GPU this host lists "
+                f"(nvidia-smi lists {known}): name GPUs by those indices or their UUIDs"
             )
-        chosen.append(by_index[index])
+        chosen.append(named[0])
     types = sorted({gpu.gpu_type for gpu in chosen})
     if len(types) > 1:
         raise GpuChoiceError(

@@ -186,9 +186,8 @@ def _worker_starter(
     # keeps the worker's own CUDA work (the judge's side of a timing) on the same GPU; with only
     # the first, four judges on a lent host of four H200s all worked on GPU 0 and timed eager up
     # to 34 times slower than alone.
-    env = (
-        dict(os.environ, KERNELARENA_GPU=gpu.index, CUDA_VISIBLE_DEVICES=gpu.index) if gpu else None
-    )
+    pins = {"KERNELARENA_GPU": gpu.pin, "CUDA_VISIBLE_DEVICES": gpu.pin} if gpu else {}
+    env = dict(os.environ, **pins) if gpu else None
 
     def start() -> subprocess.Popen:
         name = f"{kind.name}-{pinned}{os.getpid()}-{next(starts)}@%h"

@@ -19,7 +19,7 @@
     KERNELARENA_STACKS_DIR   where `make run` stacks keep their folders (default: .cache/redis/)
     KERNELARENA_GPU_TYPES   comma-separated GPU types that have a worker queue (default: the
                     joined stack's, else cpu)
-    KERNELARENA_GPUS    the GPUs `make run` puts workers on, by nvidia-smi's index (default:
+    KERNELARENA_GPUS    the GPUs `make run` puts workers on, by nvidia-smi's index or UUID (default:
                     CUDA_VISIBLE_DEVICES, else every GPU of the first one's type; a worker of
                     each kind per GPU, pinned: webapp/host_gpus.py)
     KERNELARENA_RUNS_PER_HOUR   runs one user may start per hour (default: 30)

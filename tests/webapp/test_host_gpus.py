@@ -13,8 +13,13 @@ from webapp import child_process, host_gpus, work_kinds
 from webapp.serve import worker_plan
 from webapp.stack_log import StackLog
 
-FOUR_H200 = "0, NVIDIA H200\n1, NVIDIA H200\n2, NVIDIA H200\n3, NVIDIA H200\n"
-MIXED = "0, NVIDIA H100 80GB HBM3\n1, NVIDIA H200\n2, NVIDIA H100 80GB HBM3\n"
+FOUR_H200 = "".join(
+    f"{i}, GPU-{uuid}, NVIDIA H200\n"
+    for i, uuid in enumerate(("e827eb87-d40c", "27f96b6b-77ff", "253b2423-36d2", "5397dcb0-ea6e"))
+)
+MIXED = (
+    "0, GPU-0a, NVIDIA H100 80GB HBM3\n1, GPU-1b, NVIDIA H200\n2, GPU-2c, NVIDIA H100 80GB HBM3\n"
+)
 
 
 def indices(gpus: list[host_gpus.Gpu]) -> list[str]:
@@ -36,6 +41,8 @@ def test_a_host_without_gpus_serves_the_cpu_target():
 def test_named_gpus_are_served_kernelarena_gpus_first():
     listing = host_gpus.parse_listing(FOUR_H200)
     assert indices(host_gpus.served(listing, {"CUDA_VISIBLE_DEVICES": "1,3"})) == ["1", "3"]
+    by_uuid = {"CUDA_VISIBLE_DEVICES": "GPU-5397dcb0,GPU-27f96b6b-77ff"}  # whole or a prefix
+    assert indices(host_gpus.served(listing, by_uuid)) == ["3", "1"]
     env = {"KERNELARENA_GPUS": "2", "CUDA_VISIBLE_DEVICES": "1,3"}
     assert indices(host_gpus.served(listing, env)) == ["2"]
 
@@ -43,8 +50,13 @@ def test_named_gpus_are_served_kernelarena_gpus_first():
 @pytest.mark.parametrize(
     ("listing", "env", "says"),
     [
-        (FOUR_H200, {"KERNELARENA_GPUS": "0,5"}, "names GPU '5', which this host does not list"),
+        (
+            FOUR_H200,
+            {"KERNELARENA_GPUS": "0,5"},
+            "names GPU '5', which is not one GPU this host lists",
+        ),
         (FOUR_H200, {"CUDA_VISIBLE_DEVICES": "GPU-3b1e"}, "nvidia-smi lists 0, 1, 2, 3"),
+        (FOUR_H200, {"CUDA_VISIBLE_DEVICES": "GPU-"}, "is not one GPU"),  # a prefix of all four
         (MIXED, {"KERNELARENA_GPUS": "0,1"}, "mixes GPU types (h100, h200)"),
     ],
 )
@@ -83,7 +95,9 @@ def test_a_worker_on_a_gpu_is_pinned_to_it(tmp_path: Path):
         cores = frozenset(os.sched_getaffinity(worker.pid))
     finally:
         child_process.stop(worker, timeout_s=10)
-    assert b"KERNELARENA_GPU=2" in environ and b"CUDA_VISIBLE_DEVICES=2" in environ
+    # by UUID: CUDA numbers devices fastest first, nvidia-smi in PCI order
+    assert b"KERNELARENA_GPU=GPU-253b2423-36d2" in environ
+    assert b"CUDA_VISIBLE_DEVICES=GPU-253b2423-36d2" in environ
     assert any(part.startswith(b"grade-gpu2-") for part in command), command
     assert b"gpu.h200.grade" in command
     assert cores == host_gpus.cpu_shares(4)[2]  # GPU 2's share of this host's cores

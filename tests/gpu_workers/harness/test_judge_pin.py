@@ -20,7 +20,8 @@ def _env(monkeypatch, **env: str) -> None:
     ("env", "current_device"),
     [
         ({}, 0),  # one GPU, nothing said
-        ({"KERNELARENA_GPU": "2", "CUDA_VISIBLE_DEVICES": "2"}, 0),  # a `make run` worker
+        ({"KERNELARENA_GPU": "GPU-253b", "CUDA_VISIBLE_DEVICES": "GPU-253b"}, 0),  # `make run`'s
+        ({"KERNELARENA_GPU": "2", "CUDA_VISIBLE_DEVICES": "2"}, 0),  # pinned by index
         ({"CUDA_VISIBLE_DEVICES": "2,3"}, 0),  # given two GPUs: both sides use the first
         ({"KERNELARENA_GPU": "1"}, 1),  # a GRPO rank under accelerate: sees all, works on its own
         ({"KERNELARENA_GPU": "3", "CUDA_VISIBLE_DEVICES": "2,3"}, 1),
