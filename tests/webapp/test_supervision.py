@@ -22,6 +22,7 @@ from tests.webapp.live_stack import (
     wait_until,
 )
 from webapp import child_process, embedded_redis, local_stacks
+from webapp import supervisor as supervisor_module
 from webapp.accounts.tokens import issue_token
 from webapp.supervisor import Backoff
 
@@ -140,6 +141,39 @@ def test_a_process_left_behind_is_seen():
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
     wait_until(lambda: not still_running([orphan]), 10, "the orphan to die")
+
+
+# A worker finishing a task: it takes SIGTERM, notes which of its siblings are still alive, and
+# goes on until SIGKILL. Bash runs the trap between two short sleeps.
+STUBBORN = """
+seen() {
+  for f in "$DIR"/*.pid; do kill -0 "$(cat "$f")" 2>/dev/null && echo alive || echo dead; done
+}
+trap 'seen >"$DIR/$NAME.seen"' TERM
+echo $$ >"$DIR/$NAME.pid.tmp" && mv "$DIR/$NAME.pid.tmp" "$DIR/$NAME.pid"
+while :; do sleep 0.1; done
+"""
+
+
+def test_the_workers_are_stopped_together_not_one_after_another(tmp_path, monkeypatch):
+    """Twelve workers of a four-GPU host, each finishing a task, must not take twelve stop
+    timeouts: every worker is asked to stop while all the others still run. (Known-bad: stopped
+    one after another, the second finds the first already killed.)"""
+    monkeypatch.setattr(supervisor_module, "STOP_TIMEOUT_S", 5.0)
+    names = [f"worker{i}" for i in range(4)]
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    supervisor = supervisor_module.Supervisor()  # takes SIGINT and SIGTERM over
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)  # this test process's own, back
+    for name in names:
+        env = dict(os.environ, DIR=str(tmp_path), NAME=name)
+        supervisor.add(name, lambda env=env: child_process.start(["bash", "-c", STUBBORN], env=env),
+                       restarts=True)  # fmt: skip
+    wait_until(lambda: len(list(tmp_path.glob("*.pid"))) == len(names) or None, 30, "workers")
+    supervisor.stop()
+    for name in names:
+        seen = (tmp_path / f"{name}.seen").read_text().split()
+        assert seen == ["alive"] * len(names), (name, seen)
 
 
 def _broker_socket(stack: LiveStack) -> Path:
