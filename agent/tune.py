@@ -1,10 +1,11 @@
 """The tune step: several variants of the workspace judged in one tool call, ranked.
 
 A variant is a set of whole files that replace the workspace's (model_new.py with other launch
-parameters, a kernel with another block size or algorithm). Each is profiled in turn by the
-workspace's own harness session, so all of them are compared with the same cached baselines, each
-in a fresh confined candidate process as every candidate is (docs/verification.md), and each
-verified one is recorded as a candidate of the run. A variant that fails to compile, verify or
+parameters, a kernel with another block size or algorithm). The variants are first compiled side
+by side (the Session's `prebuild`: a 16-core GPU host builds eight at once), then each is
+profiled in turn by the workspace's own harness session, so all of them are compared with the
+same cached baselines, each in a fresh confined candidate process as every candidate is
+(docs/verification.md), and each verified one is recorded as a candidate of the run. A variant that fails to compile, verify or
 profile is a row of the table, not the end of the call. The workspace is left holding the fastest
 verified variant, or as it was when none verified.
 """
@@ -95,6 +96,8 @@ def tune(workspace: Workspace, variants: list[Variant]) -> list[Variant]:
     original = {path: workspace.read_file(path) for path in touched}
     for path, text in original.items():  # a read-only path refuses here, before any change
         workspace.write_file(path, text)
+    if prebuild := getattr(workspace, "prebuild", None):  # the harness's Session has it
+        prebuild([variant.files for variant in variants])
     try:
         for variant in variants:
             for path, text in {**original, **variant.files}.items():

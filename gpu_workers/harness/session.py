@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -33,6 +34,9 @@ from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.vocabulary import sources_digest
 
 MEASUREMENT_ATTEMPTS = 3
+# A variant's build is one or two translation units, each a compiler of a core or so: two
+# cores a build keep a 16-core host's builds from waiting on each other.
+PREBUILD_CORES_PER_JOB = 2
 # Judged steps tried where the judge's own memory ran out (Session._judge).
 JUDGE_MEMORY_ATTEMPTS = 2
 # Candidate processes kept getting ready ahead of the steps that take them, per device, and
@@ -144,6 +148,28 @@ class Session:
     def _compile_result(self) -> compile_mod.CompileResult:
         # Cheap when nothing changed: build() hashes the sources and finds the cached extension.
         return compile_mod.build(self.workspace, self.device)
+
+    def prebuild(self, variants: list[dict[str, str]]) -> int:
+        """Compiles a tune call's variants side by side before they are judged one by one, each
+        in a copy of the workspace holding its files (whole texts by relative path): the compile
+        cache is keyed by the sources, not by where they lie, so each variant's own compile then
+        finds its extension built. Returns how many built; one that does not is compiled again
+        when its turn comes and its error reported there, as without this."""
+        jobs = max(1, min(len(variants), settings.cpu_count() // PREBUILD_CORES_PER_JOB))
+        copies = Path(tempfile.mkdtemp(prefix="variants-", dir=self.workspace.root.parent))
+        try:
+            spaces = []
+            for number, files in enumerate(variants):
+                root = copies / str(number)
+                shutil.copytree(self.workspace.root, root)
+                for path, text in files.items():
+                    (root / workspace.relative_path(path)).write_text(text)
+                spaces.append(workspace.Workspace(root=root, target=self.workspace.target))
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                built = list(pool.map(lambda ws: compile_mod.build(ws, self.device).ok, spaces))
+        finally:
+            shutil.rmtree(copies, ignore_errors=True)
+        return sum(built)
 
     def compile(self) -> dict:
         step_follows = not (self._verified and self._verified[0] == self._digest())

@@ -221,3 +221,23 @@ def test_a_judge_that_stays_out_of_device_memory_is_the_machines_failure(monkeyp
         # the same sources are judged again when asked (known-bad, a cached verdict: no call)
         session.verify()
         assert device.calls == 2 * session_mod.JUDGE_MEMORY_ATTEMPTS
+
+
+def test_prebuilt_variants_compile_from_the_cache_when_judged():
+    """A tune call's variants built side by side in copies of the workspace: each variant's own
+    compile then finds its extension (the cache is keyed by the sources, not their folder). A
+    variant that does not compile is not built, and its own compile reports the error as always
+    (known-bad beside the good ones); the workspace itself is unchanged."""
+    with _session() as session:
+        kernel = session.read_file(KERNEL)
+        variants = [{KERNEL: kernel + f"\n// prebuilt {n}\n"} for n in range(3)]
+        variants.append({KERNEL: kernel + "\nthis is not C++;\n"})
+        assert session.prebuild(variants) == 3
+        assert session.read_file(KERNEL) == kernel
+        compiled = []
+        for files in variants:
+            session.write_file(KERNEL, files[KERNEL])
+            compiled.append(session.compile())
+        assert [c["cached"] for c in compiled[:3]] == [True] * 3
+        assert not compiled[3]["ok"] and "error" in compiled[3]["log"]
+        assert not [p for p in session.workspace.root.parent.iterdir() if "variants" in p.name]
