@@ -5,9 +5,9 @@ parameters, a kernel with another block size or algorithm). The variants are fir
 by side (the Session's `prebuild`: a 16-core GPU host builds eight at once), then each is
 profiled in turn by the workspace's own harness session, so all of them are compared with the
 same cached baselines, each in a fresh confined candidate process as every candidate is
-(docs/verification.md), and each verified one is recorded as a candidate of the run. A variant that fails to compile, verify or
-profile is a row of the table, not the end of the call. The workspace is left holding the fastest
-verified variant, or as it was when none verified.
+(docs/verification.md), and each verified one is recorded as a candidate of the run. A variant
+that fails to compile, verify or profile is a row of the table, not the end of the call. The
+workspace is left holding the fastest verified variant, or as it was when none verified.
 """
 
 from __future__ import annotations
