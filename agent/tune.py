@@ -12,11 +12,14 @@ workspace is left holding the fastest verified variant, or as it was when none v
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from agent.candidates import ranking
 from agent.workspace import Workspace
 from gpu_workers.harness.vocabulary import sources_digest
+
+log = logging.getLogger(__name__)
 
 # Each variant is a judged step (about 2 s on a GPU once baselines are cached): 16 keep one
 # call near half a minute.
@@ -97,7 +100,10 @@ def tune(workspace: Workspace, variants: list[Variant]) -> list[Variant]:
     for path, text in original.items():  # a read-only path refuses here, before any change
         workspace.write_file(path, text)
     if prebuild := getattr(workspace, "prebuild", None):  # the harness's Session has it
-        prebuild([variant.files for variant in variants])
+        try:
+            prebuild([variant.files for variant in variants])
+        except Exception:  # only a head start: each variant's own compile builds it anyway
+            log.warning("building the variants side by side failed", exc_info=True)
     try:
         for variant in variants:
             for path, text in {**original, **variant.files}.items():
