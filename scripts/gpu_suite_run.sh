@@ -50,7 +50,9 @@ FOLDER=${FOLDER:-}
 AGENT=${AGENT:-fusion}
 MAX_TURNS=${MAX_TURNS:-24}
 REPEATS=${REPEATS:-2}
-BUDGET_S=${BUDGET_S:-420}
+# A call spends about 20 s before the budget starts (wheels, the stack) and up to 20 s after it
+# (the workers stop together, finishing their tasks), then saves: 500 fits a 600 s call.
+BUDGET_S=${BUDGET_S:-500}
 OUT=${OUT:-out}
 PORT=${PORT:-8000}
 export KERNELARENA_CACHE=$PWD/.cache/ka PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=webapp.settings
