@@ -20,6 +20,7 @@ tests).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 from celery.signals import worker_ready, worker_shutdown
@@ -36,7 +37,7 @@ from gpu_workers import (
     waiting_work,
 )
 from gpu_workers.harness.vocabulary import device_for
-from webapp import work_kinds
+from webapp import local_stacks, work_kinds
 from webapp.celery import (
     CHECK_AGENTS,
     MEASURE_BASELINES,
@@ -125,19 +126,24 @@ def _reap(served: dict[str, list[str]]) -> None:
 
 
 def _resend_waiting_work(served: dict[str, list[str]]) -> None:
-    """Once per broker: the first worker of what this one serves sends (waiting_work says why)."""
+    """Once per start of a stack: its first worker of what this one serves sends (waiting_work
+    says why); a worker of no stack sends."""
+    stack = os.environ.get(local_stacks.STARTED_AS)
     try:
-        with app.connection_for_write() as broker_connection:
-            broker = broker_connection.default_channel.client
-            claim = waiting_work.claim_resending(served, broker)
-            if claim is None:
-                log.info("waiting work was sent again by another worker on this broker")
-                return
-            try:
-                sent = waiting_work.resend_waiting_work(served)
-            except Exception:
-                broker.delete(claim)  # so the next worker to start sends it after all
-                raise
+        if stack is None:
+            sent = waiting_work.resend_waiting_work(served)
+        else:
+            with app.connection_for_write() as broker_connection:
+                broker = broker_connection.default_channel.client
+                claim = waiting_work.claim_resending(served, broker, stack)
+                if claim is None:
+                    log.info("waiting work was sent again by another worker of this stack")
+                    return
+                try:
+                    sent = waiting_work.resend_waiting_work(served)
+                except Exception:
+                    broker.delete(claim)  # so the next worker to start sends it after all
+                    raise
     except Exception:  # the database may be away: the tasks still in the broker still run
         log.warning("resending waiting work failed", exc_info=True)
         return

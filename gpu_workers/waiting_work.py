@@ -9,12 +9,12 @@ re-grades). A second copy of a task that still exists does
 nothing: a run is claimed by a conditional update, and validation, baselines and the re-grade
 skip or redo work whose result is the same. Running runs are the reaper's (webapp.runs.recovery).
 
-Once per broker, not per worker: a host of several GPUs starts a worker of each kind per GPU
-(webapp/host_gpus.py), and four grade workers each sending a level's requested baselines again
-would measure each of them four times over (a baseline is measured afresh, minutes of a GPU). So
-the first worker to start claims the sending with a key in the broker itself (`claim_resending`):
-the key lives exactly as long as the tasks it stands for, and a broker that restarts empty loses
-both, so the next worker to start sends again.
+Once per start of a stack, not per worker: a host of several GPUs starts a worker of each kind
+per GPU (webapp/host_gpus.py), and four grade workers each sending a level's requested baselines
+again would send each of them four times over. So the workers of one start of a `make run` stack
+(they share its KERNELARENA_STACK_STARTED_AS) claim the sending with a key in the broker
+(`claim_resending`), and the first to claim it sends. A worker started on its own (docker-compose,
+a test) has no stack and sends as it always did.
 """
 
 from __future__ import annotations
@@ -33,15 +33,17 @@ from webapp.suites.models import Baseline
 from webapp.work_kinds import GRADE, RUN, VALIDATE
 
 RESENT_KEY = "kernelarena:waiting-work-sent:"
+CLAIM_KEPT_S = 24 * 3600  # longer than any stack start, so no key is left in the broker for good
 
 
-def claim_resending(served: dict[str, list[str]], broker) -> str | None:
-    """The broker key that makes this worker the one to send the waiting work of what it serves
-    (kind -> GPU types), or None when another worker on this broker claimed it first. `broker`
-    is a redis client of the broker's own database (webapp.celery's connection)."""
-    key = RESENT_KEY + ";".join(f"{kind}={','.join(sorted(types))}"
-                                for kind, types in sorted(served.items()) if types)  # fmt: skip
-    return key if broker.set(key, "1", nx=True) else None
+def claim_resending(served: dict[str, list[str]], broker, stack: str) -> str | None:
+    """The broker key that makes this worker the one of its stack's start (`stack`) to send the
+    waiting work of what it serves (kind -> GPU types), or None when another worker of the same
+    start claimed it first. `broker` is a redis client of the broker's own database."""
+    kinds = ";".join(f"{kind}={','.join(sorted(types))}"
+                     for kind, types in sorted(served.items()) if types)  # fmt: skip
+    key = f"{RESENT_KEY}{stack}:{kinds}"
+    return key if broker.set(key, "1", nx=True, ex=CLAIM_KEPT_S) else None
 
 
 def resend_waiting_work(served: dict[str, list[str]]) -> dict[str, int]:

@@ -55,6 +55,10 @@ class Choice:
     refusal: str | None
 
 
+# The variable a stack's processes find this start of it by (its folder's name, unique per start).
+STARTED_AS = "KERNELARENA_STACK_STARTED_AS"
+
+
 def stacks_root(repo: Path) -> Path:
     """Where the stacks' folders live: KERNELARENA_STACKS_DIR, else .cache/redis/."""
     return socket_safe(Path(os.environ.get("KERNELARENA_STACKS_DIR") or repo / ".cache" / "redis"))

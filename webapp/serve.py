@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     if embedded:  # before Django reads its settings; inherited by the web server and workers
         os.environ["REDIS_URL"] = f"unix://{folder.socket}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    # its workers send the waiting work once between them (gpu_workers/waiting_work.py)
+    os.environ[local_stacks.STARTED_AS] = folder.path.name
     os.environ.setdefault("KERNELARENA_GPU_TYPES", gpus[0].gpu_type if gpus else "cpu")
     try:
         status = _serve(supervisor, folder, embedded, log, gpus, args.host, args.port)

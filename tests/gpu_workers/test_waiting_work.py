@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from gpu_workers.waiting_work import claim_resending, resend_waiting_work
+from gpu_workers.waiting_work import CLAIM_KEPT_S, claim_resending, resend_waiting_work
 from tests.conftest import problem_source
 from tests.webapp.conftest import make_problem, make_run
 from webapp import dispatch
@@ -117,10 +117,10 @@ def test_queue_names_say_kind_and_gpu_type():
     }
 
 
-def test_the_first_worker_on_a_broker_claims_the_sending_and_the_rest_leave_it(redis_server):
+def test_the_first_worker_of_a_stack_claims_the_sending_and_the_rest_leave_it(redis_server):
     """A host of four GPUs starts four grade workers at once: one sends the waiting baselines
-    again, not four (each copy would be measured afresh). A real Redis, as the broker is; a broker
-    that restarted empty (its keys gone) lets the next worker send again."""
+    again, not four. A real Redis, as the broker is. The next start of a stack (another folder
+    name) sends again, and so does a worker of no stack (gpu_workers/tasks.py)."""
     import redis
 
     broker = redis.Redis.from_url(redis_server)
@@ -128,12 +128,11 @@ def test_the_first_worker_on_a_broker_claims_the_sending_and_the_rest_leave_it(r
     every_kind = served(["gpu.h200.validate", "gpu.h200.run", "gpu.h200.grade"])
     keys = []
     try:
-        keys.append(claim_resending(grade_h200, broker))
-        assert keys[0] is not None
-        assert [claim_resending(grade_h200, broker) for _ in range(3)] == [None] * 3
-        keys.append(claim_resending(every_kind, broker))  # what another worker serves: its own
-        assert keys[1] not in (None, keys[0])
-        broker.delete(*keys)  # as a broker restarted empty
-        assert claim_resending(grade_h200, broker) == keys[0]
+        keys.append(claim_resending(grade_h200, broker, "4001-a1b2c3"))
+        assert keys[0] is not None and 0 < broker.ttl(keys[0]) <= CLAIM_KEPT_S
+        assert [claim_resending(grade_h200, broker, "4001-a1b2c3") for _ in range(3)] == [None] * 3
+        keys.append(claim_resending(every_kind, broker, "4001-a1b2c3"))  # other queues: its own
+        keys.append(claim_resending(grade_h200, broker, "4077-d4e5f6"))  # the next start
+        assert None not in keys and len(set(keys)) == 3
     finally:
         broker.delete(*[key for key in keys if key])
