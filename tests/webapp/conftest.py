@@ -17,6 +17,7 @@ import django
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+_ENVIRONMENT_BEFORE = dict(os.environ)
 EMBEDDED_REDIS_SOCKET: Path | None = None
 if not os.environ.get("REDIS_URL"):
     EMBEDDED_REDIS_SOCKET = REPO / ".cache" / f"redis-test-{os.getpid()}" / "redis.sock"
@@ -30,7 +31,21 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 django.setup()
 
 
+_SET_HERE = {
+    "REDIS_URL": EMBEDDED_REDIS_SOCKET is not None,
+    "DJANGO_SETTINGS_MODULE": "DJANGO_SETTINGS_MODULE" not in _ENVIRONMENT_BEFORE,
+}
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's controller loads this file too when the command names a folder below
+    # tests/webapp; it runs no test, and its workers must not inherit what this file set for it:
+    # a worker given DJANGO_SETTINGS_MODULE sets Django up before its own conftests load, with
+    # the controller's REDIS_URL, a socket no process serves (the channel layer then hangs).
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        for name, set_here in _SET_HERE.items():
+            if set_here:
+                os.environ.pop(name, None)
     # pytest-django blocks the database for tests that did not ask for it, but only when Django
     # was set up before its own configure hook ran; this conftest loads later.
     from pytest_django.plugin import blocking_manager_key
