@@ -60,6 +60,11 @@ class Gpu:
         return bool(self.uuid and token.startswith("GPU-") and self.uuid.startswith(token))
 
 
+def type_of(gpus: list[Gpu]) -> str:
+    """The GPU type a stack on `gpus` serves: "cpu" with none."""
+    return gpus[0].gpu_type if gpus else "cpu"
+
+
 def gpu_type(name: str) -> str:
     """ "h100" for an "NVIDIA H100 80GB HBM3"."""
     name = name.strip().lower().removeprefix("nvidia ").replace("geforce ", "")

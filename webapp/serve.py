@@ -42,8 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def detected_gpu_type() -> str:
     """ "h100" for a host whose served GPUs are "NVIDIA H100 80GB HBM3", "cpu" with none."""
-    gpus = host_gpus.served(host_gpus.listed(), os.environ)
-    return gpus[0].gpu_type if gpus else "cpu"
+    return host_gpus.type_of(host_gpus.served(host_gpus.listed(), os.environ))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     # its workers send the waiting work once between them (gpu_workers/waiting_work.py)
     os.environ[local_stacks.STARTED_AS] = folder.path.name
-    os.environ.setdefault("KERNELARENA_GPU_TYPES", gpus[0].gpu_type if gpus else "cpu")
+    os.environ.setdefault("KERNELARENA_GPU_TYPES", host_gpus.type_of(gpus))
     try:
         status = _serve(supervisor, folder, embedded, log, gpus, args.host, args.port)
     finally:
