@@ -20,6 +20,11 @@
 #   evaluate    start the agent's evaluation once, then wait for it
 #   report      the report, the per-problem CSV and the suite page into $OUT
 #
+# BESIDE=NAME=FOLDER names a second suite whose import and baselines go on beside these phases
+# (its validation and baselines are other workers' queues than the agent runs of an evaluate
+# phase): requested as the stack starts, not waited for, its results file saved with the first's.
+# e.g. BESIDE=kernelbench-level2=.kb/KernelBench/level2 while level 1 evaluates.
+#
 # Every call restores the state from .state.tgz, starts the stack (python -m webapp.serve: web
 # server, a worker of each kind per GPU, embedded Redis; the first worker sends again whatever was
 # left waiting, gpu_workers/waiting_work.py), works for at most BUDGET_S seconds, stops the stack,
@@ -102,7 +107,17 @@ save() {
   cp .cache/webapp.sqlite3 .state/  # beside the phases' marks: the fresh database and cache
   if [ -d "$KERNELARENA_CACHE/baselines" ]; then cp -r "$KERNELARENA_CACHE/baselines" .state/; fi
   tar -czf "$OUT/state.tgz" -C .state .
-  manage export_results --suite "$SUITE" --gpu "$GPU" --output "$OUT/$SUITE-$GPU.json" || true
+  for name in "$SUITE" ${BESIDE:+"${BESIDE%%=*}"}; do
+    manage export_results --suite "$name" --gpu "$GPU" --output "$OUT/$name-$GPU.json" || true
+  done
+}
+
+# The second suite's import and baselines, requested and left to their workers.
+request_beside() {
+  local name=${BESIDE%%=*} folder=${BESIDE#*=}
+  [ -n "$name" ] && [ -d "$folder" ] || { echo "BESIDE=$BESIDE: give NAME=FOLDER"; return 1; }
+  manage import_suite "$folder" --name "$name" --no-wait
+  manage benchmark_baselines --suite "$name" --gpu "$GPU" --repeats "$REPEATS" --missing --no-wait
 }
 
 # Wait for the phase's work; running out of the budget is normal: the next call goes on.
@@ -125,9 +140,9 @@ run_phase() {
       follow manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --follow --timeout "$(left)"
       ;;
     evaluate)
-      if [ ! -f ".state/evaluation-started-$GPU" ]; then
+      if [ ! -f ".state/evaluation-started-$SUITE-$GPU" ]; then
         manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --max-turns "$MAX_TURNS"
-        touch ".state/evaluation-started-$GPU"
+        touch ".state/evaluation-started-$SUITE-$GPU"
       fi
       follow manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --follow \
         --timeout "$(left)"
@@ -151,6 +166,7 @@ echo "stack up on $GPU; phases ${PHASES[*]} of $SUITE"
 if [ -n "$FOLDER" ] && [[ " ${PHASES[*]} " =~ " baselines " || " ${PHASES[*]} " =~ " evaluate " ]]; then
   manage import_suite "$FOLDER" --name "$SUITE" --no-wait
 fi
+if [ -n "${BESIDE:-}" ]; then request_beside; fi
 for PHASE in "${PHASES[@]}"; do
   if [ "$(left)" -lt 10 ] && [ "$PHASE" != report ]; then
     echo "phase $PHASE: no budget left in this call; run it again"
