@@ -17,23 +17,25 @@
 #               apart from FOLDER when given (docs/synthesis.md; again: go on where it stopped)
 #   baselines   request the baselines of problems with none or a failed one (--missing), then
 #               wait for them
-#   evaluate    start the agent's evaluation once, then wait for it
+#   evaluate    start the agent's evaluation, or go on with it, then wait for it
 #   report      the report, the per-problem CSV and the suite page into $OUT
 #
 # BESIDE=NAME=FOLDER names a second suite whose import and baselines go on beside these phases
-# (its validation and baselines are other workers' queues than the agent runs of an evaluate
-# phase): requested as the stack starts, not waited for, its results file saved with the first's.
-# e.g. BESIDE=kernelbench-level2=.kb/KernelBench/level2 while level 1 evaluates.
+# (other workers' queues than the agent runs): requested as the stack starts, not waited for, its
+# results file saved with the first's. Its validation shares the GPUs well; its baselines time
+# alone under each GPU's lock, so beside an evaluate phase they hold the runs back (on four H200s,
+# 83 level 2 baselines beside level 1's evaluation left 6 runs done in 8 minutes).
+# e.g. BESIDE=kernelbench-level2=.kb/KernelBench/level2 while level 1's baselines are measured.
 #
 # Every call restores the state from .state.tgz, starts the stack (python -m webapp.serve: web
 # server, a worker of each kind per GPU, embedded Redis; the first worker sends again whatever was
 # left waiting, gpu_workers/waiting_work.py), works for at most BUDGET_S seconds, stops the stack,
-# and writes the new state to $OUT/state.tgz (the database, the phases' marks and the harness's
-# baselines cache, one file: the device tool brings back 8 files, two folders deep) and the
-# suite's results file to $OUT/SUITE-GPU.json (webapp/leaderboard/results_file.py). Copy
-# $OUT/state.tgz to .state.tgz before the next call and carry it, and commit the results file to
-# benchmarks/results/ after each call: the stack imports it as it starts, so a later session, whose
-# checkout has no state, goes on from it (import_suite attaches the sources; what was validated
+# and writes the new state to $OUT/state.tgz (the database and the harness's baselines cache, one
+# file: the device tool brings back 8 files, two folders deep), the suite's results file to
+# $OUT/SUITE-GPU.json (webapp/leaderboard/results_file.py) and the stack's logs to $OUT/logs.tgz.
+# Copy $OUT/state.tgz to .state.tgz before the next call and carry it, and commit the results file
+# to benchmarks/results/ after each call: the stack imports it as it starts, so a later session,
+# whose checkout has no state, goes on from it (import_suite attaches the sources; what was validated
 # is not validated again, what was not is sent). Carry .whl/ (gpu_tests.sh's wheels, and the web
 # stack's in .whl/web/, made with
 #   pip download -d .whl/web --only-binary=:all: --python-version 3.12 --platform any \
@@ -76,7 +78,7 @@ if [ -d .whl ]; then python3 scripts/install_wheels.py .cache/site .whl .whl/web
 export PYTHONPATH=$PWD/.cache/site:$PWD
 GPU=$(python3 -c 'from webapp.serve import detected_gpu_type; print(detected_gpu_type())')
 export KERNELARENA_GPU_TYPES=$GPU
-mkdir -p "$OUT" .state .cache "$KERNELARENA_CACHE"
+mkdir -p "$OUT" .state .cache/logs "$KERNELARENA_CACHE"
 manage() { python3 manage.py "$@"; }
 
 restore() {
@@ -86,14 +88,14 @@ restore() {
 }
 
 start_stack() {
-  setsid python3 -m webapp.serve --port "$PORT" >>"$OUT/serve.log" 2>&1 </dev/null &
+  setsid python3 -m webapp.serve --port "$PORT" >>.cache/logs/serve.log 2>&1 </dev/null &
   STACK=$!
   for _ in $(seq 120); do
     python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/', timeout=5)" \
       2>/dev/null && return 0
     sleep 2
   done
-  tail -40 "$OUT/serve.log"
+  tail -40 .cache/logs/serve.log
   return 1
 }
 
@@ -107,6 +109,7 @@ save() {
   cp .cache/webapp.sqlite3 .state/  # beside the phases' marks: the fresh database and cache
   if [ -d "$KERNELARENA_CACHE/baselines" ]; then cp -r "$KERNELARENA_CACHE/baselines" .state/; fi
   tar -czf "$OUT/state.tgz" -C .state .
+  tar -czf "$OUT/logs.tgz" -C .cache logs  # the stack's and its workers' logs, for what went wrong
   for name in "$SUITE" ${BESIDE:+"${BESIDE%%=*}"}; do
     manage export_results --suite "$name" --gpu "$GPU" --output "$OUT/$name-$GPU.json" || true
   done
@@ -140,10 +143,10 @@ run_phase() {
       follow manage benchmark_baselines --suite "$SUITE" --gpu "$GPU" --follow --timeout "$(left)"
       ;;
     evaluate)
-      if [ ! -f ".state/evaluation-started-$SUITE-$GPU" ]; then
-        manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --max-turns "$MAX_TURNS"
-        touch ".state/evaluation-started-$SUITE-$GPU"
-      fi
+      # Starts the evaluation, or goes on with it: a run for each problem it has none of (a
+      # machine whose database came from the results file holds its ended runs alone).
+      manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --max-turns "$MAX_TURNS" \
+        --resume
       follow manage evaluate_suite --suite "$SUITE" --agent "$AGENT" --gpu "$GPU" --follow \
         --timeout "$(left)"
       ;;

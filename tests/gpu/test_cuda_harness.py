@@ -102,7 +102,13 @@ def test_an_illegal_memory_access_is_a_verdict_and_the_harness_survives():
 def test_work_on_another_stream_shows_as_a_wall_time_gap():
     """Threat 5 past the static gate: event time on the current stream misses the kernel."""
     result = profile_past_the_gate("cuda", "gpu/relu_scale", "bad_other_stream")
-    assert {"async_work", "timing_inconsistent"} & codes(result), result
+    # The clock check sees the side stream's kernel as wall time, unless the host's noise widens
+    # its bound past it (judge/profile.py: a busy host did, session 42, with a suite on the other
+    # GPUs); the time claimed without that kernel then falls under the speed-of-light floor.
+    # Either way it is never a result.
+    assert not result["ok"], result
+    caught = {"async_work", "timing_inconsistent", "impossible_speed"}
+    assert caught & codes(result), result
 
 
 def test_patched_event_timers_do_not_reach_the_measurement():

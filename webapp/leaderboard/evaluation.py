@@ -11,6 +11,7 @@ from django.db.models import Max
 
 from agent.config import load_agent
 from webapp.accounts.service_account import service_account
+from webapp.leaderboard.grading import enqueue_regrade
 from webapp.leaderboard.models import GradeStatus
 from webapp.runs import agent_readiness, choices
 from webapp.runs.lifecycle import BadRunOption, RunRefused, check_option, enqueue_run
@@ -46,18 +47,52 @@ def start_evaluation(
             max_turns=max_turns,
             agent_identity=load_agent(agent).identity(),
         )
-        for problem in problems:
-            run = Run.objects.create(
-                problem=problem,
-                owner=owner,
-                agent=agent,
-                gpu_type=gpu_type,
-                protocol=suite.protocol,
-                evaluation=evaluation,
-                max_turns=max_turns,
-            )
-            enqueue_run(run)
+        _queue_runs(evaluation, problems)
     return evaluation
+
+
+def resume_evaluation(evaluation: Evaluation) -> tuple[int, int]:
+    """Queues a run of the evaluation's agent for each valid problem of its suite that it has no
+    run of, as when its machine was lost with runs unfinished and only its results file (ended
+    runs) came on, and the re-grade of each ended run with a verified candidate and no grade (a
+    results file leaves out a pending one); returns how many of each. Refused when the agent
+    changed since it started: its runs would mix two agents under one entrant."""
+    suite = evaluation.suite
+    if missing := suite.sources_missing():
+        raise RunRefused(missing)
+    identity = load_agent(evaluation.agent).identity()
+    if identity.get("fingerprint") != evaluation.agent_identity.get("fingerprint"):
+        raise RunRefused(
+            f"agent {evaluation.agent} changed since evaluation {evaluation.pk} started "
+            "(its configuration's fingerprint differs): start a new evaluation instead"
+        )
+    agent_readiness.refuse_if_unavailable(evaluation.agent, service_account())
+    with transaction.atomic():
+        problems = list(
+            suite.valid_problems()
+            .exclude(runs__evaluation=evaluation)
+            .order_by("suite_entries__position")
+        )
+        _queue_runs(evaluation, problems)
+        ungraded = evaluation.runs.filter(
+            status=RunStatus.SUCCEEDED, best_candidate__isnull=False, grade__isnull=True
+        )
+        regrades = [enqueue_regrade(run) for run in ungraded]
+    return len(problems), len(regrades)
+
+
+def _queue_runs(evaluation: Evaluation, problems: list) -> None:
+    for problem in problems:
+        run = Run.objects.create(
+            problem=problem,
+            owner=service_account(),
+            agent=evaluation.agent,
+            gpu_type=evaluation.gpu_type,
+            protocol=evaluation.protocol,
+            evaluation=evaluation,
+            max_turns=evaluation.max_turns,
+        )
+        enqueue_run(run)
 
 
 def unfinished(evaluation: Evaluation) -> int:

@@ -8,6 +8,8 @@ seeds or a time under the speed-of-light floor is held `under_review`: shown, ne
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import models
 
 
@@ -78,3 +80,19 @@ class Grade(models.Model):
             status=GradeStatus.PENDING, run__gpu_type=self.run.gpu_type, pk__lt=self.pk
         )
         return earlier.count() + 1
+
+
+class Instance(models.Model):
+    """This database's identity, made once: a results file says which database exported it, so
+    importing a database's own export changes nothing, and two hosts of one name (every lent
+    machine is "vm") never give their runs the same key (webapp.leaderboard.results_file)."""
+
+    key = models.CharField(max_length=32, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    @classmethod
+    def key_here(cls) -> str:
+        instance = cls.objects.order_by("id").first()
+        if instance is None:
+            instance = cls.objects.create(key=uuid.uuid4().hex[:16])
+        return instance.key

@@ -4,14 +4,17 @@ imported into any instance: what a GPU host measured shows on a board anywhere.
 The file holds the suite, its problems (name, position, sha256, validation; the source only when
 asked, since KernelBench's files are not ours to publish), the baselines, every evaluation with
 its ended runs (best candidate and re-grade) and people's ended submissions, the reported rows
-and the GPU and software environment. Runs and evaluations carry a key, "<origin>/run/<id>", that
-names where they were measured.
+and the GPU and software environment. Runs and evaluations carry a key,
+"<origin>/<instance>/run/<id>", that names where they were measured: the host and the database
+(leaderboard.Instance), since every lent machine is called "vm".
 
 Importing is one transaction: the whole file is checked before anything is written, and an error
 anywhere leaves the database as it was. Problems are matched by sha256 among the service
 account's (the suites' problems); one not here is stored by its sha256, without source if the
 file has none, and import_suite attaches the source later. Runs and evaluations are matched by
-their key, so importing a file again, or a newer export of the same suite, updates rows in place.
+their key, so importing a file again, or a newer export of the same suite, updates rows in place;
+a baseline here that is newer than the file's (measured or requested later) is kept, and a file
+this database exported itself is not imported into it (what it holds is here, and as new).
 Imported work is owned by system accounts nobody logs in to ("kernelarena-import", and one
 "<name> (imported)" per person, so the board keeps people apart), its `imported_from` says where
 it came from, and its runs are final: no worker ever takes one.
@@ -25,7 +28,7 @@ import re
 import socket
 import subprocess
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import django
@@ -37,7 +40,7 @@ from django.utils.dateparse import parse_datetime
 
 from gpu_workers.harness.problem_source import ProblemError, check_source, source_sha256
 from webapp.accounts.service_account import service_account
-from webapp.leaderboard.models import MEASURED_FIELDS, Grade, GradeStatus
+from webapp.leaderboard.models import MEASURED_FIELDS, Grade, GradeStatus, Instance
 from webapp.problems.models import Problem, ProblemStatus, Visibility
 from webapp.runs.models import Candidate, Run, RunKind, RunStatus
 from webapp.suites.models import Baseline, Evaluation, ReportedResult, Suite, SuiteProblem
@@ -145,6 +148,8 @@ def export_results(
     file's JSON object."""
     protocol = protocol or suite.protocol
     origin = origin or socket.gethostname()
+    instance = Instance.key_here()
+    here = f"{origin}/{instance}"  # the keys' prefix of what was run in this database
     entries = list(suite.entries.select_related("problem").order_by("position"))
     _refuse_private(suite, entries)
     problems = [entry.problem for entry in entries]
@@ -156,6 +161,7 @@ def export_results(
         "format": FORMAT,
         "version": VERSION,
         "origin": origin,
+        "instance": instance,
         "exported": timezone.now().isoformat(),
         "gpu_type": gpu_type,
         "protocol": protocol,
@@ -163,8 +169,8 @@ def export_results(
         "environment": _environment(baselines),
         "problems": [_problem_out(entry, with_sources) for entry in entries],
         "baselines": [_baseline_out(baseline) for baseline in baselines.order_by("problem")],
-        "evaluations": [_evaluation_out(e, origin) for e in evaluations.order_by("created", "id")],
-        "submissions": [_run_out(run, origin) for run in submissions.order_by("created", "id")],
+        "evaluations": [_evaluation_out(e, here) for e in evaluations.order_by("created", "id")],
+        "submissions": [_run_out(run, here) for run in submissions.order_by("created", "id")],
         "reported": [_fields(r, REPORTED_FIELDS) for r in suite.reported_results.all()],
     }
 
@@ -216,22 +222,22 @@ def _baseline_out(baseline: Baseline) -> dict:
     return {"problem": baseline.problem.sha256, **_fields(baseline, BASELINE_FIELDS)}
 
 
-def _evaluation_out(evaluation: Evaluation, origin: str) -> dict:
-    key = evaluation.imported_from or f"{origin}/evaluation/{evaluation.pk}"
+def _evaluation_out(evaluation: Evaluation, here: str) -> dict:
+    key = evaluation.imported_from or f"{here}/evaluation/{evaluation.pk}"
     runs = _ended(evaluation.runs.all()).order_by("created", "id")
     return {
         "key": key,
         **_fields(evaluation, EVALUATION_FIELDS),
-        "runs": [_run_out(run, origin) for run in runs],
+        "runs": [_run_out(run, here) for run in runs],
     }
 
 
-def _run_out(run: Run, origin: str) -> dict:
+def _run_out(run: Run, here: str) -> dict:
     grade = Grade.objects.filter(run=run).exclude(status=GradeStatus.PENDING).first()
     # The best candidate and the one the re-grade judged (the same one, unless the best moved).
     candidates = {c.pk: c for c in (run.best_candidate, grade and grade.candidate) if c}
     out = {
-        "key": run.imported_from or f"{origin}/run/{run.pk}",
+        "key": run.imported_from or f"{here}/run/{run.pk}",
         "problem": run.problem.sha256,
         **_fields(run, RUN_FIELDS),
         "candidates": [_fields(c, CANDIDATE_FIELDS) for c in candidates.values()],
@@ -291,12 +297,18 @@ class ImportSummary:
     evaluations: int
     runs: int
     runs_added: int
+    baselines_kept: int = 0  # newer here than in the file
+    own: bool = False  # this database's own export: nothing imported
 
     def line(self) -> str:
+        where = f"suite {self.suite} on {self.gpu_type} ({self.protocol}) from {self.origin}"
+        if self.own:
+            return f"{where}: this database's own export, nothing to import"
+        kept = f", {self.baselines_kept} newer here kept" if self.baselines_kept else ""
         return (
-            f"suite {self.suite} on {self.gpu_type} ({self.protocol}) from {self.origin}: "
-            f"{self.problems} problems ({self.problems_added} new), {self.baselines} baselines, "
-            f"{self.evaluations} evaluations, {self.runs} runs ({self.runs_added} new)"
+            f"{where}: {self.problems} problems ({self.problems_added} new), "
+            f"{self.baselines} baselines{kept}, {self.evaluations} evaluations, {self.runs} runs "
+            f"({self.runs_added} new)"
         )
 
 
@@ -310,12 +322,17 @@ def read_results_file(path: Path | str) -> dict:
 def import_results(data: dict) -> ImportSummary:
     """Store the file's results; raises ResultsFileError, having written nothing, on bad input."""
     check_results(data)
+    if data.get("instance") == Instance.key_here():
+        counts = (len(data["problems"]), 0, len(data["baselines"]), len(data["evaluations"]), 0, 0)
+        return ImportSummary(*_described(data), *counts, own=True)
     with transaction.atomic():
         suite = _suite_in(data["suite"])
         attach_reported_results(suite)
         problems, added = _problems_in(suite, data["problems"])
-        for baseline in data["baselines"]:
-            _baseline_in(baseline, problems[baseline["problem"]], data)
+        kept = sum(
+            not _baseline_in(baseline, problems[baseline["problem"]], data)
+            for baseline in data["baselines"]
+        )
         importer = system_account(IMPORT_USERNAME)
         runs = [0, 0]  # stored, new
         for evaluation in data["evaluations"]:
@@ -329,17 +346,12 @@ def import_results(data: dict) -> ImportSummary:
         runs[0] += len(data["submissions"])
         for reported in data["reported"]:
             _reported_in(reported, suite)
-    return ImportSummary(
-        suite.name,
-        data["gpu_type"],
-        data["protocol"],
-        data["origin"],
-        len(problems),
-        added,
-        len(data["baselines"]),
-        len(data["evaluations"]),
-        *runs,
-    )
+    counts = (len(problems), added, len(data["baselines"]), len(data["evaluations"]), *runs)
+    return ImportSummary(*_described(data), *counts, baselines_kept=kept)
+
+
+def _described(data: dict) -> tuple[str, str, str, str]:
+    return data["suite"]["name"], data["gpu_type"], data["protocol"], data["origin"]
 
 
 def import_results_folder(folder: Path | str) -> list[str]:
@@ -429,12 +441,24 @@ def _entry_in(suite: Suite, problem: Problem, entry: dict) -> None:
         )
 
 
-def _baseline_in(fields: dict, problem: Problem, data: dict) -> None:
+def _baseline_in(fields: dict, problem: Problem, data: dict) -> bool:
+    """Stores the file's baseline, unless the row here is newer (measured or requested after the
+    file's: a file exported before a machine measured again must not undo it); True if stored."""
     values = {field: _value(field, fields[field]) for field in BASELINE_FIELDS}
     values["environment"] = {**values["environment"], "imported_from": data["origin"]}
-    Baseline.objects.update_or_create(
-        problem=problem, gpu_type=data["gpu_type"], protocol=data["protocol"], defaults=values
-    )
+    key = {"problem": problem, "gpu_type": data["gpu_type"], "protocol": data["protocol"]}
+    here = Baseline.objects.filter(**key).first()
+    if here is not None and _as_of(here.requested, here.measured) > _as_of(
+        values["requested"], values["measured"]
+    ):
+        return False
+    Baseline.objects.update_or_create(**key, defaults=values)
+    return True
+
+
+def _as_of(*times: datetime | None) -> datetime:
+    """The latest of a row's times; a row with none is older than any."""
+    return max((t for t in times if t is not None), default=datetime.min.replace(tzinfo=UTC))
 
 
 def _evaluation_in(fields: dict, suite: Suite, owner) -> Evaluation:

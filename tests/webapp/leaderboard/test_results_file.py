@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -27,7 +28,7 @@ from tests.webapp.conftest import make_problem
 from webapp import dispatch, serve
 from webapp.leaderboard import metrics
 from webapp.leaderboard.evaluation import start_evaluation
-from webapp.leaderboard.models import Grade, GradeStatus
+from webapp.leaderboard.models import Grade, GradeStatus, Instance
 from webapp.leaderboard.results_file import (
     IMPORT_USERNAME,
     ResultsFileError,
@@ -157,11 +158,18 @@ def comparable(board: dict) -> dict:
 
 
 def empty_database() -> None:
-    """What a fresh instance has: nothing (cascades take runs, grades, baselines, entries)."""
+    """What a fresh instance has: nothing (cascades take runs, grades, baselines, entries), and
+    an identity of its own."""
     Suite.objects.all().delete()
     Problem.objects.all().delete()
     User.objects.all().delete()
+    another_database()
     assert not any(counts().values())
+
+
+def another_database() -> None:
+    """This database as if it were another one: its identity made again."""
+    Instance.objects.all().delete()
 
 
 def exported(suite: Suite, **options) -> dict:
@@ -201,9 +209,9 @@ def test_it_marks_imported_work_as_imported_and_final(suite):
 
     runs = Run.objects.all()
     assert {run.status for run in runs} == {RunStatus.SUCCEEDED, RunStatus.FAILED}
-    assert all(run.imported_from.startswith("gpu-host/run/") for run in runs)
+    assert all(run.imported_from.startswith(f"gpu-host/{data['instance']}/run/") for run in runs)
     evaluation = Evaluation.objects.get()
-    assert evaluation.imported_from.startswith("gpu-host/evaluation/")
+    assert evaluation.imported_from.startswith(f"gpu-host/{data['instance']}/evaluation/")
     assert evaluation.owner.username == IMPORT_USERNAME
     owners = User.objects.filter(runs__in=runs).distinct()
     assert sorted(owners.values_list("username", flat=True)) == [
@@ -269,14 +277,91 @@ def test_a_newer_export_of_the_same_suite_updates_in_place(suite):
     assert Grade.objects.get(run__evaluation__isnull=False).speedup_vs_compile == 4.0
 
 
-def test_importing_into_the_instance_that_exported_adds_only_marked_copies(suite):
-    """The exporting host's own runs stay; the import keys them apart from local work."""
-    local_runs = Run.objects.count()
+def test_a_database_never_imports_its_own_export(suite):
+    """What it exported is here and at least as new: importing it back (a lent machine's stack
+    imports the committed files as it starts, its database carried from the last call) must not
+    add a second evaluation, nor undo work done since. Known-bad beside it: the same file in
+    another database adds the copies, marked."""
+    stored, board = counts(), metrics.board(suite, GPU)
     data = exported(suite)
+
+    summary = import_results(data)
+
+    assert summary.own and "own export, nothing to import" in summary.line()
+    assert counts() == stored and metrics.board(suite, GPU) == board
+    another_database()
+    assert not import_results(data).own
+    assert Evaluation.objects.count() == 2 and Run.objects.count() == stored["Run"] + 3
+
+
+def test_the_keys_of_two_databases_on_hosts_of_one_name_differ(suite):
+    """Every lent machine is called "vm": runs and evaluations are keyed by the database too, or
+    a second machine's evaluation 1 would overwrite the first's wherever both are imported."""
+    first = exported(suite)
+    another_database()
+    second = exported(suite)
+    assert first["origin"] == second["origin"] == "gpu-host"
+    assert first["evaluations"][0]["key"] != second["evaluations"][0]["key"]
+    empty_database()
+    import_results(first)
+    import_results(second)
+    assert Evaluation.objects.count() == 2
+
+
+def test_a_baseline_measured_here_after_the_export_is_kept(suite):
+    """A machine measured again after the file was exported (the file's row still waited): the
+    older file must not undo it. Known-bad beside it: a row here older than the file's is
+    replaced."""
+    data = exported(suite)
+    another_database()
+    row = Baseline.objects.filter(eager_ms__isnull=False).order_by("problem").first()
+    later = timezone.now() + timedelta(hours=1)
+    Baseline.objects.filter(pk=row.pk).update(eager_ms=9.0, requested=later, measured=later)
+
+    summary = import_results(data)
+
+    assert Baseline.objects.get(pk=row.pk).eager_ms == 9.0
+    assert "1 newer here kept" in summary.line()
+    earlier = timezone.now() - timedelta(days=1)
+    Baseline.objects.filter(pk=row.pk).update(requested=earlier, measured=earlier)
     import_results(data)
+    assert Baseline.objects.get(pk=row.pk).eager_ms == row.eager_ms
+
+
+def test_an_imported_evaluation_goes_on_where_its_machine_stopped(suite, folder):
+    """A lent machine was lost with runs unfinished; the next one's database comes from the
+    results file (ended runs only, a pending re-grade left out). `evaluate_suite --resume` queues
+    a run of the same evaluation for each problem it has none of, and the re-grade of an ended
+    run that has none, once each. Known-bad beside it: an agent changed since is refused."""
+    Grade.objects.filter(run__evaluation__isnull=False).update(status=GradeStatus.PENDING)
+    data = exported(suite)
+    empty_database()
     import_results(data)
-    assert Problem.objects.count() == 4  # matched by sha256: the suite's three and bob's
-    assert Run.objects.count() == local_runs + 3
+    import_suite(folder, SUITE)  # the sources, as gpu_suite_run.sh attaches them
+    third = Problem.objects.get(title=f"{SUITE}/3_Variant3")
+    validated(third, 3)
+    evaluation = Evaluation.objects.get()
+    resume = ("evaluate_suite", "--suite", SUITE, "--agent", "fusion", "--gpu", GPU, "--resume")
+
+    call_command(*resume)
+
+    queued = evaluation.runs.filter(status=RunStatus.QUEUED)
+    assert [run.problem for run in queued] == [third] and evaluation.runs.count() == 3
+    regraded = Grade.objects.get(run__evaluation=evaluation)
+    assert regraded.status == GradeStatus.PENDING and regraded.run.best_candidate.verified
+    call_command(*resume)
+    assert evaluation.runs.count() == 3 and Evaluation.objects.count() == 1
+    assert Grade.objects.filter(run__evaluation=evaluation).count() == 1
+    identity = {**evaluation.agent_identity, "fingerprint": "another agent"}
+    Evaluation.objects.filter(pk=evaluation.pk).update(agent_identity=identity)
+    with pytest.raises(CommandError, match="changed since evaluation"):
+        call_command(*resume)
+
+
+def test_resume_starts_an_evaluation_where_there_is_none(suite):
+    Evaluation.objects.all().delete()
+    call_command("evaluate_suite", "--suite", SUITE, "--agent", "fusion", "--gpu", GPU, "--resume")
+    assert Evaluation.objects.get().runs.count() == 2  # the two valid problems
 
 
 # ---- bad files are refused and nothing changes ------------------------------------------------

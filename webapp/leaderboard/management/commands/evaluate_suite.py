@@ -6,7 +6,12 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 
 from webapp.errors import RequestRefused
-from webapp.leaderboard.evaluation import progress, start_evaluation, unfinished
+from webapp.leaderboard.evaluation import (
+    progress,
+    resume_evaluation,
+    start_evaluation,
+    unfinished,
+)
 from webapp.stack_command import StackCommand
 from webapp.suites.management.suite_option import check_gpu_type, get_suite
 from webapp.suites.management.waiting import wait_for
@@ -31,6 +36,13 @@ class Command(StackCommand):
             action="store_true",
             help="start nothing: wait for this agent's latest evaluation of the suite",
         )
+        parser.add_argument(
+            "--resume",
+            action="store_true",
+            help="go on with this agent's latest evaluation of the suite: a run for each valid "
+            "problem it has none of (after a lost machine, or one imported from a results file); "
+            "start one if there is none",
+        )
         parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds to wait")
 
     def handle(self, *args, **options) -> None:
@@ -43,6 +55,9 @@ class Command(StackCommand):
             if earlier is None:
                 raise CommandError(f"no evaluation of {options['agent']} on {suite.name} to follow")
             self._wait(earlier, options["timeout"])
+            return
+        if options["resume"] and earlier is not None:
+            self._resume(earlier, options)
             return
         if earlier is not None and unfinished(earlier):
             raise CommandError(
@@ -60,6 +75,23 @@ class Command(StackCommand):
             f"evaluation {evaluation.pk}: {evaluation.agent} on {evaluation.runs.count()} "
             f"problems of {suite.name} ({evaluation.gpu_type}, {evaluation.protocol}); "
             f"follow it on /suites/{suite.name}/"
+        )
+        if options["wait"]:
+            self._wait(evaluation, options["timeout"])
+
+    def _resume(self, evaluation: Evaluation, options: dict) -> None:
+        if options["max_turns"] not in (None, evaluation.max_turns):
+            raise CommandError(
+                f"evaluation {evaluation.pk} runs with --max-turns {evaluation.max_turns}: "
+                "resume it with that budget (or leave --max-turns out), or start a new one"
+            )
+        try:
+            queued, regrades = resume_evaluation(evaluation)
+        except (RequestRefused, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(
+            f"evaluation {evaluation.pk}: {queued} runs queued for the problems it had none of, "
+            f"{regrades} ended runs sent to their re-grade; {evaluation.runs.count()} runs in all"
         )
         if options["wait"]:
             self._wait(evaluation, options["timeout"])
