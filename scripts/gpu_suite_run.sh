@@ -20,11 +20,11 @@
 #   evaluate    start the agent's evaluation, or go on with it, then wait for it
 #   report      the report, the per-problem CSV and the suite page into $OUT
 #
-# BESIDE=NAME=FOLDER names a second suite whose import and baselines go on beside these phases
-# (other workers' queues than the agent runs): requested as the stack starts, not waited for, its
-# results file saved with the first's. Its validation shares the GPUs well; its baselines time
-# alone under each GPU's lock, so beside an evaluate phase they hold the runs back (on four H200s,
-# 83 level 2 baselines beside level 1's evaluation left 6 runs done in 8 minutes).
+# BESIDE=NAME=FOLDER names a second suite imported beside these phases: its problems are sent to
+# validation as the stack starts (not waited for) and its results file is saved with the first's.
+# Validation takes no GPU lock and shares the GPUs well; a second suite's baselines would not
+# (each times alone under its GPU's lock: on four H200s, 83 level 2 baselines beside level 1's
+# evaluation left 6 runs done in 8 minutes), so they are its own call's `baselines` phase.
 # e.g. BESIDE=kernelbench-level2=.kb/KernelBench/level2 while level 1's baselines are measured.
 #
 # Every call restores the state from .state.tgz, starts the stack (python -m webapp.serve: web
@@ -115,12 +115,11 @@ save() {
   done
 }
 
-# The second suite's import and baselines, requested and left to their workers.
-request_beside() {
+# The second suite's import, its validation left to the workers.
+import_beside() {
   local name=${BESIDE%%=*} folder=${BESIDE#*=}
   [ -n "$name" ] && [ -d "$folder" ] || { echo "BESIDE=$BESIDE: give NAME=FOLDER"; return 1; }
   manage import_suite "$folder" --name "$name" --no-wait
-  manage benchmark_baselines --suite "$name" --gpu "$GPU" --repeats "$REPEATS" --missing --no-wait
 }
 
 # Wait for the phase's work; running out of the budget is normal: the next call goes on.
@@ -169,11 +168,16 @@ echo "stack up on $GPU; phases ${PHASES[*]} of $SUITE"
 if [ -n "$FOLDER" ] && [[ " ${PHASES[*]} " =~ " baselines " || " ${PHASES[*]} " =~ " evaluate " ]]; then
   manage import_suite "$FOLDER" --name "$SUITE" --no-wait
 fi
-if [ -n "${BESIDE:-}" ]; then request_beside; fi
+if [ -n "${BESIDE:-}" ]; then import_beside; fi
 for PHASE in "${PHASES[@]}"; do
   if [ "$(left)" -lt 10 ] && [ "$PHASE" != report ]; then
     echo "phase $PHASE: no budget left in this call; run it again"
     break
   fi
-  run_phase || break
+  started=$(date +%s)
+  status=0
+  run_phase || status=$?
+  # A level's report gives each phase's wall time: the sum of these lines over its calls.
+  echo "phase $PHASE: $(($(date +%s) - started)) s in this call, $([ $status -eq 0 ] && echo done || echo "not done")"
+  [ $status -eq 0 ] || break
 done

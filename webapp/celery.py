@@ -38,9 +38,20 @@ def send_run(run_id: int, gpu_type: str) -> None:
     app.send_task(RUN_AGENT, args=[run_id], queue=RUN.queue(gpu_type))
 
 
+# The broker's (Redis') priorities: 0 is taken first, and a message sent without one has it.
+BEHIND_REGRADES = 9
+
+
 def send_baselines(baseline_id: int, gpu_type: str, repeats: int) -> None:
-    # Measuring, as a re-grade is: on the grade worker, never behind a run or a validation.
-    app.send_task(MEASURE_BASELINES, args=[baseline_id, repeats], queue=GRADE.queue(gpu_type))
+    # Measuring, as a re-grade is: on the grade worker, never behind a run or a validation. A
+    # suite's baselines come by the hundred; a re-grade is what the board counts, so it is taken
+    # first (session 42: level 1's re-grades waited behind 83 baselines of level 2).
+    app.send_task(
+        MEASURE_BASELINES,
+        args=[baseline_id, repeats],
+        queue=GRADE.queue(gpu_type),
+        priority=BEHIND_REGRADES,
+    )
 
 
 def send_regrade(run_id: int, gpu_type: str) -> None:

@@ -18,11 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import connection
+from kombu.transport.redis import PRIORITY_STEPS, Channel
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_SCRIPT = REPO / "agent" / "configs" / "scripts" / "relu_scale_cpu.json"
 ALL_KINDS = ("validate", "run", "grade")
-CPU_QUEUES = tuple(f"gpu.cpu.{kind}" for kind in ALL_KINDS)
+# The Redis lists behind the cpu queues: one per broker priority (kombu keeps each priority's
+# messages apart; baselines go at the lowest, webapp/celery.py).
+CPU_QUEUES = tuple(
+    f"gpu.cpu.{kind}{Channel.sep}{priority}" if priority else f"gpu.cpu.{kind}"
+    for kind in ALL_KINDS
+    for priority in PRIORITY_STEPS
+)
 
 
 def database_url() -> str:
