@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.fusion.backend import FusionBackend
+from agent.fusion.backend import NOT_WORTH_TUNING, FusionBackend
 from agent.tools import (
     format_graph,
     summarise_compile,
@@ -87,3 +87,20 @@ def test_it_keeps_the_launch_the_tune_call_found_fastest(captured, fastest_speed
     assert (variants[-1]["name"].split(" ", 1)[1] in finish.arguments["summary"]) == (
         kept == "tuned"
     )
+
+
+@pytest.mark.parametrize("first_speedup, tuned", [(0.1, False), (NOT_WORTH_TUNING, True)])
+def test_a_kernel_far_behind_eager_is_not_tuned(captured, first_speedup, tuned):
+    """Under a quarter of eager's speed the algorithm loses, not the launch: the run finishes on
+    its verified kernel rather than spend the GPU lock on variants. Known-bad beside it: at the
+    bound itself it tunes."""
+    drive = Driver()
+    drive.answer()
+    writes = drive.answer(captured)
+    drive.answer(*["wrote"] * len(writes))
+    drive.answer(summarise_compile({"ok": True, "log": ""}))
+    drive.answer(summarise_verify(VERIFIED))
+    (call,) = drive.answer(summarise_profile(timed(first_speedup)))
+    assert (call.name == "tune") == tuned
+    if not tuned:
+        assert call.name == "finish" and "Not tuned" in call.arguments["summary"]
