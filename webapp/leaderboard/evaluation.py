@@ -82,10 +82,11 @@ def resume_evaluation(evaluation: Evaluation) -> tuple[int, int]:
 
 
 def _queue_runs(evaluation: Evaluation, problems: list) -> None:
+    owner = service_account()
     for problem in problems:
         run = Run.objects.create(
             problem=problem,
-            owner=service_account(),
+            owner=owner,
             agent=evaluation.agent,
             gpu_type=evaluation.gpu_type,
             protocol=evaluation.protocol,
