@@ -106,7 +106,7 @@ stop_stack() {
 
 save() {
   stop_stack
-  cp .cache/webapp.sqlite3 .state/  # beside the phases' marks: the fresh database and cache
+  cp .cache/webapp.sqlite3 .state/  # the fresh database and cache
   if [ -d "$KERNELARENA_CACHE/baselines" ]; then cp -r "$KERNELARENA_CACHE/baselines" .state/; fi
   tar -czf "$OUT/state.tgz" -C .state .
   tar -czf "$OUT/logs.tgz" -C .cache logs  # the stack's and its workers' logs, for what went wrong

@@ -448,11 +448,12 @@ def _baseline_in(fields: dict, problem: Problem, data: dict) -> bool:
     values["environment"] = {**values["environment"], "imported_from": data["origin"]}
     key = {"problem": problem, "gpu_type": data["gpu_type"], "protocol": data["protocol"]}
     here = Baseline.objects.filter(**key).first()
-    if here is not None and _as_of(here.requested, here.measured) > _as_of(
-        values["requested"], values["measured"]
-    ):
+    if here is None:
+        Baseline.objects.create(**key, **values)
+    elif _as_of(here.requested, here.measured) > _as_of(values["requested"], values["measured"]):
         return False
-    Baseline.objects.update_or_create(**key, defaults=values)
+    else:
+        Baseline.objects.filter(pk=here.pk).update(**values)
     return True
 
 
