@@ -95,6 +95,12 @@ class FusionBackend:
                 "loses, not its launch configuration."
             )
             return
+        if not any(kernel.tunables for kernel in program.kernels):
+            yield self._finish(
+                _outcome(_speedup(first, _SPEEDUP_VS_COMPILE))
+                + "Not tuned: no launch parameter changes these kernels (library calls alone)."
+            )
+            return
         best, versus_compile = yield from self._tune(program, first)
         fused = f"Fused {len(program.kernels)} kernel(s); best launch: {_launch(best)}."
         yield self._finish(_outcome(versus_compile) + fused)

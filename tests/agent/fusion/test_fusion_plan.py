@@ -52,7 +52,9 @@ def test_plans_the_expected_kernels(case, target):
     kernel_file = "kernels/fused.cu" if target == "cuda" else "kernels/fused.cpp"
     assert set(program.files) == {kernel_file, "kernels/fused_binding.cpp", "model_new.py"}
     for kernel in program.kernels:
-        assert kernel.tunables and all(kernel.tunables.values())
+        # a bare cuBLAS call (CUDA gemm without an epilogue) has no launch parameter to tune
+        assert kernel.tunables or (target == "cuda" and kernel.kind == "gemm")
+        assert all(kernel.tunables.values())
         assert set(kernel.tunables) <= set(program.launch[kernel.name])
 
 

@@ -104,3 +104,40 @@ def test_a_kernel_far_behind_eager_is_not_tuned(captured, first_speedup, tuned):
     assert (call.name == "tune") == tuned
     if not tuned:
         assert call.name == "finish" and "Not tuned" in call.arguments["summary"]
+
+
+BARE_MATMUL = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+def get_inputs():
+    return [torch.rand(32, 16), torch.rand(16, 24)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("epilogue, tuned", [("", False), (" * 2.0", True)])
+def test_a_bare_library_call_is_not_tuned(epilogue, tuned):
+    """A CUDA matmul alone is one cuBLAS call: its launch parameters change nothing, so the run
+    finishes on its first profile rather than time identical variants. Known-bad beside it: a
+    matmul with an epilogue kernel tunes that kernel's launch."""
+    source = BARE_MATMUL.replace("torch.matmul(a, b)", f"torch.matmul(a, b){epilogue}")
+    captured = graph.capture(source, "cpu", LOOSE)
+    captured["device"] = "cuda"  # the plan the GPU target makes; nothing here runs on it
+    drive = Driver()
+    drive.answer()
+    writes = drive.answer(format_graph(captured))
+    assert any("cublasSgemm" in c.arguments["content"] for c in writes)
+    drive.answer(*["wrote"] * len(writes))
+    drive.answer(summarise_compile({"ok": True, "log": ""}))
+    drive.answer(summarise_verify(VERIFIED))
+    (call,) = drive.answer(summarise_profile(timed(1.0)))
+    assert (call.name == "tune") == tuned
+    if not tuned:
+        assert call.name == "finish" and "no launch parameter" in call.arguments["summary"]
