@@ -40,8 +40,10 @@ log = logging.getLogger(__name__)
 TIME_LIMIT_MARGIN_S = 120
 
 
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+def worker_name(pid: int | None = None) -> str:
+    """What a run's `worker` says of the process that claimed it: this one, or `pid` on this
+    host."""
+    return f"{socket.gethostname()}:{pid or os.getpid()}"
 
 
 def run(run_id: int, worker: str) -> str:

@@ -23,7 +23,8 @@ import logging
 import os
 import threading
 
-from celery.signals import worker_ready, worker_shutdown
+import billiard.process
+from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 from django.db import connection
 
@@ -47,7 +48,7 @@ from webapp.celery import (
     app,
 )
 from webapp.problems.validation import fail_overdue_validations
-from webapp.runs.recovery import reap_stale_runs
+from webapp.runs.recovery import note_workers_stopping, reap_stale_runs
 
 log = logging.getLogger(__name__)
 REAP_EVERY_S = max(1.0, min(30.0, settings.RUN_STALE_AFTER_S / 2))
@@ -172,6 +173,23 @@ def _warm_up(devices: list[str]) -> None:
             log.info("machine warm-up on %s: %s", device, machine_warm_up.warm(device))
         except Exception:
             log.warning("machine warm-up on %s failed; a first run pays it", device, exc_info=True)
+
+
+@worker_shutting_down.connect
+def note_runs_stopping(**_) -> None:
+    """The worker is being stopped (SIGTERM: the stack or its machine stopping): each run its
+    pool's processes hold is noted as such, so the reaper sends it again without spending one of
+    its attempts (webapp.runs.recovery). Runs that end before the pool is killed keep the note
+    and are not sent again. Celery calls this in the main process's signal handler, where the
+    main thread does no database work of its own."""
+    pool = [agent_run.worker_name(process.pid) for process in billiard.process.active_children()]
+    try:
+        noted = note_workers_stopping(pool)
+    except Exception:  # the database may be away: the runs are then reaped as any silent run
+        log.warning("could not note the runs of a stopping worker", exc_info=True)
+        return
+    if noted:
+        log.info("stopping: runs %s will be sent again, their attempts not counted", noted)
 
 
 @worker_shutdown.connect

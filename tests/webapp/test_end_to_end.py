@@ -102,6 +102,31 @@ def test_a_run_survives_its_worker_being_killed(stack, alice, relu_scale):
     assert (run["status"], run["attempts"]) == ("succeeded", 2)
 
 
+def test_a_run_whose_worker_is_stopped_goes_on_without_spending_an_attempt(
+    stack, alice, relu_scale
+):
+    """A stopped worker (the stack's SIGTERM: a lent machine's call ending) notes it on the run
+    it holds, and the run is sent again with that attempt not counted; the killed worker above
+    is the known-bad beside it (no note: attempt 2)."""
+    problem = make_problem(alice, relu_scale)
+    _, token = issue_token(alice)
+    body = {"problem_id": problem.pk, "agent": "scripted-slow", "gpu_type": "cpu"}
+    status, run = stack.api("POST", "/api/runs", token, body)
+    assert status == 201, run
+    watch(stack, run["id"], token, stop_after=6)  # mid-run, its pauses still ahead
+    stack.terminate("worker-1", grace_s=2)
+    stack.start_worker("worker-2")
+
+    events = watch(stack, run["id"], token)
+    states = [e["payload"]["state"] for e in events if e["kind"] == "status"]
+    assert "stopping" in states and "requeued" in states, stack.logs()
+    requeued = next(e for e in events if e["payload"].get("state") == "requeued")
+    assert "not counted" in requeued["payload"]["detail"]
+    assert states[-1] == "ended" and events[-1]["payload"]["run_status"] == "succeeded"
+    status, run = stack.api("GET", f"/api/runs/{run['id']}", token)
+    assert (run["status"], run["attempts"]) == ("succeeded", 1)
+
+
 def test_a_run_queued_while_the_broker_lost_its_tasks_still_runs(redis_server, tmp_path, alice,
                                                                  relu_scale):  # fmt: skip
     """The GPU host went away with its broker: the run is queued in the database but its task

@@ -5,6 +5,13 @@ run's `ended` event, which clears it. A heartbeat older than RUN_STALE_AFTER_S m
 is gone (killed, out of memory, host lost): every worker calls reap_stale_runs at start and then
 periodically, so no run stays "running", and no trace stays open, for good. Conditional updates
 make concurrent reapers harmless: one wins, the others match no row.
+
+Attempts are for workers that die (out of memory, a candidate that takes the machine down): a
+run that kills its worker every time must end. A worker that is *stopped* (the stack's SIGTERM,
+a lent machine's call ending) first notes a `stopping` event on each run it holds
+(note_workers_stopping), and the reaper sends such a run again without counting that attempt:
+a level evaluated over many 10-minute calls would otherwise fail every run that two calls' ends
+happened to cut (session 43: four level 1 runs were on their last attempt after two calls).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from webapp.runs.lifecycle import end_event, enqueue_run
@@ -21,6 +29,7 @@ from webapp.runs.models import Run, RunStatus
 from webapp.runs.trace import record_event
 
 log = logging.getLogger(__name__)
+STOPPING = "stopping"
 
 
 def reap_stale_runs() -> list[int]:
@@ -41,17 +50,55 @@ def _close_cancelled(run: Run, cutoff) -> bool:
     return True
 
 
+def note_workers_stopping(workers: list[str]) -> list[int]:
+    """A `stopping` event on each run these workers (`host:pid`, as they claimed it) hold, as
+    their worker is being stopped on purpose; returns the runs' ids. A run that still ends before
+    its worker goes keeps the event and is never reaped."""
+    noted = []
+    for run in Run.objects.filter(status=RunStatus.RUNNING, worker__in=workers):
+        detail = f"its worker {run.worker} is being stopped; the run will be sent again"
+        record_event(run, "status", {"state": STOPPING, "detail": detail})
+        noted.append(run.pk)
+    return noted
+
+
+def _stopped_on_purpose(run: Run) -> bool:
+    """Whether this attempt's worker noted that it was being stopped (after the attempt's
+    `claimed` event)."""
+    statuses = run.events.filter(kind="status").order_by("-seq").values_list("payload", flat=True)
+    for payload in statuses:
+        state = payload.get("state") if isinstance(payload, dict) else None
+        if state == STOPPING:
+            return True
+        if state == "claimed":
+            return False
+    return False
+
+
 def _recover(run: Run, cutoff) -> bool:
     silent = (
         f"its worker {run.worker or '?'} stopped answering "
         f"(no heartbeat for over {settings.RUN_STALE_AFTER_S} s)"
     )
     still_stale = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat__lt=cutoff)
+    stopped = _stopped_on_purpose(run)
     with transaction.atomic():
-        if run.attempts < settings.RUN_MAX_ATTEMPTS:
-            if not still_stale.update(status=RunStatus.QUEUED, worker="", heartbeat=None):
+        if stopped or run.attempts < settings.RUN_MAX_ATTEMPTS:
+            attempts = F("attempts") - 1 if stopped else F("attempts")
+            requeued = still_stale.update(
+                status=RunStatus.QUEUED, worker="", heartbeat=None, attempts=attempts
+            )
+            if not requeued:
                 return False  # it recovered, ended or another reaper got there first
-            detail = f"{silent}; attempt {run.attempts + 1} of {settings.RUN_MAX_ATTEMPTS} queued"
+            if stopped:
+                detail = (
+                    f"its worker {run.worker or '?'} was stopped while it ran; sent again, "
+                    "that attempt not counted"
+                )
+            else:
+                detail = (
+                    f"{silent}; attempt {run.attempts + 1} of {settings.RUN_MAX_ATTEMPTS} queued"
+                )
             record_event(run, "status", {"state": "requeued", "detail": detail})
             enqueue_run(run)
         else:

@@ -14,7 +14,8 @@ from tests.webapp.conftest import make_problem, make_run
 from webapp import dispatch
 from webapp.runs import lifecycle
 from webapp.runs.models import Run, RunStatus
-from webapp.runs.recovery import reap_stale_runs
+from webapp.runs.recovery import note_workers_stopping, reap_stale_runs
+from webapp.runs.trace import record_event
 
 pytestmark = pytest.mark.usefixtures("redis_server")  # events are sent to viewers on commit
 
@@ -77,6 +78,39 @@ def test_it_fails_a_run_on_its_last_attempt(
     assert "on all 2 attempts" in run.error
     (event,) = run.events.all()
     assert event.payload == {"state": "ended", "run_status": "failed", "detail": run.error}
+
+
+@pytest.mark.parametrize("noted", ["this attempt", "an earlier attempt", "never"])
+def test_a_run_whose_worker_was_stopped_keeps_its_attempts(
+    alice, relu_scale, run_hook, settings, django_capture_on_commit_callbacks, noted
+):
+    """A worker stopped on purpose notes `stopping` on its runs: on its last attempt such a run
+    is sent again, that attempt not counted. Known-bad beside it: a note from an earlier attempt
+    (before this attempt's `claimed`), or none, and the run fails as any silent one."""
+    problem = make_problem(alice, relu_scale)
+    run = running(alice, problem, silent_s=0, attempts=1)
+    other = running(alice, problem, silent_s=0)
+    Run.objects.filter(pk=other.pk).update(worker="host-b:9")
+    if noted == "an earlier attempt":
+        note_workers_stopping(["host-a:1"])
+    record_event(run, "status", {"state": "claimed", "worker": "host-a:1", "attempt": 2})
+    if noted == "this attempt":
+        assert note_workers_stopping(["host-a:1", "host-c:3"]) == [run.pk]
+    stale = timezone.now() - timedelta(seconds=settings.RUN_STALE_AFTER_S + 5)
+    Run.objects.filter(pk=run.pk).update(attempts=2, heartbeat=stale)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert reap_stale_runs() == [run.pk]
+
+    run.refresh_from_db()
+    assert not other.events.filter(payload__state="stopping").exists()
+    if noted == "this attempt":
+        assert (run.status, run.attempts) == (RunStatus.QUEUED, 1)
+        assert "not counted" in run.events.order_by("seq").last().payload["detail"]
+        assert run_hook == [(run.pk, "cpu")]
+    else:
+        assert run.status == RunStatus.FAILED and "on all 2 attempts" in run.error
+        assert run_hook == []
 
 
 def test_it_leaves_live_queued_and_ended_runs_alone(
