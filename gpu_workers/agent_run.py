@@ -54,6 +54,12 @@ def run(run_id: int, worker: str) -> str:
     if not run.claim(worker):
         return f"run {run_id} was not queued (another worker claimed it, or it was cancelled)"
     record_event(run, "status", {"state": "claimed", "worker": worker, "attempt": run.attempts})
+    if changed := agent_changed_since_evaluation(run):
+        Run.objects.filter(pk=run.pk).update(
+            status=RunStatus.CANCELLED, error=changed, finished=timezone.now(), heartbeat=None
+        )
+        end_event(run, RunStatus.CANCELLED, changed)
+        return f"run {run_id} cancelled: {changed}"
     gpu_held_before = gpu_lock.held_seconds()
     try:
         with Heartbeat(run.pk, settings.RUN_HEARTBEAT_S):
@@ -66,6 +72,26 @@ def run(run_id: int, worker: str) -> str:
         return detail
     gpu_seconds = gpu_lock.held_seconds() - gpu_held_before
     return _finish(run, result, result.detail, gpu_seconds)
+
+
+def agent_changed_since_evaluation(run: Run) -> str:
+    """Why a suite evaluation's run must not start: its agent's configuration (this host's agents
+    file) is no longer the one the evaluation started with, and one entrant's row would mix two
+    agents' runs. Empty when it may start (or is no evaluation's)."""
+    evaluation = run.evaluation
+    if evaluation is None or run.kind == RunKind.SUBMISSION:
+        return ""
+    started_with = (evaluation.agent_identity or {}).get("fingerprint")
+    try:
+        now = load_agent(run.agent).identity()["fingerprint"]
+    except Exception:  # a missing agent fails the run as before, saying so
+        return ""
+    if not started_with or now == started_with:
+        return ""
+    return (
+        f"agent {run.agent} changed since evaluation {evaluation.pk} started (its configuration's "
+        f"fingerprint is {now}, not {started_with}): start a new evaluation for it"
+    )
 
 
 def failure_detail(run: Run, exc: Exception) -> str:

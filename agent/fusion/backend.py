@@ -27,11 +27,19 @@ from agent.tune import MAX_VARIANTS
 _SPEEDUP = re.compile(r"eager [^|(]*\((\d+(?:\.\d+)?)x\)")
 _SPEEDUP_VS_COMPILE = re.compile(r"torch\.compile [^|(]*\((\d+(?:\.\d+)?)x\)")
 _FASTEST = re.compile(r'fastest "([^"]+)"')
+_LIGHT = re.compile(r"speed of light [^|(]*\((\d+)% of it\)")
 
 # A launch configuration moves a kernel by a factor of two or so: one under a quarter of eager's
 # speed (a direct convolution against cuDNN's, 31 ms to 1.8 ms on the H200) is its algorithm's
 # loss, and tuning it would only spend the GPU lock (eight variants of that one took 4.5 minutes).
 NOT_WORTH_TUNING = 0.25
+# A kernel at 90% of the speed-of-light floor has at most a tenth left for any launch to win.
+AT_SPEED_OF_LIGHT = 0.9
+# A kernel's first tune call (its leading parameters, every combination) must beat the best so
+# far by more than timing noise for its other parameters to be tried: on the H200 (level 1,
+# session 43) a loss's reductions gained 0.2-1% from their first call and nothing from their
+# second, while each variant held the GPU lock about 4 s.
+LAUNCH_MATTERS = 1.03
 Results = list[dict]  # the tool messages that answered the previous reply
 Policy = Generator[Reply, Results, None]
 
@@ -101,6 +109,13 @@ class FusionBackend:
                 + "Not tuned: no launch parameter changes these kernels (library calls alone)."
             )
             return
+        light = _speedup(first, _LIGHT)
+        if light is not None and light / 100 >= AT_SPEED_OF_LIGHT:
+            yield self._finish(
+                _outcome(_speedup(first, _SPEEDUP_VS_COMPILE))
+                + f"Not tuned: at {light:.0f}% of the speed of light, no launch has much to win."
+            )
+            return
         best, versus_compile = yield from self._tune(program, first)
         fused = f"Fused {len(program.kernels)} kernel(s); best launch: {_launch(best)}."
         yield self._finish(_outcome(versus_compile) + fused)
@@ -109,11 +124,15 @@ class FusionBackend:
         """Each kernel's launch parameters through the tune tool, from the default launch's
         profile `first`: every combination of its tunables in one call where they fit in it,
         else of as many parameters at a time as fit (the other kernels and parameters at their
-        best so far). Returns the best launch found and its speedup over torch.compile."""
+        best so far); a kernel's later calls only when its first one beat the best so far by
+        LAUNCH_MATTERS. Returns the best launch found and its speedup over torch.compile."""
         best, best_speedup = copy.deepcopy(program.launch), _speedup(first) or 0.0
         versus_compile = _speedup(first, _SPEEDUP_VS_COMPILE) if _ok(first) else None
         for kernel in program.kernels:
-            for group in _launch_groups(kernel.tunables, best[kernel.name]):
+            before = best_speedup
+            for number, group in enumerate(_launch_groups(kernel.tunables, best[kernel.name])):
+                if number and best_speedup < before * LAUNCH_MATTERS:
+                    break  # its leading parameters moved it by less than noise: so will the rest
                 trials = {}
                 for values in group:
                     trial = copy.deepcopy(best)

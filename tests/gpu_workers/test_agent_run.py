@@ -273,3 +273,37 @@ def test_a_kernel_that_verifies_then_fails_its_profile_is_no_result(alice, relu_
     # known-bad: it was the run's best once it verified (the status event of that turn says so)
     bests = [p.get("best") for _, k, p in trace(run) if k == "status" and p["state"] == "running"]
     assert any(bests) and bests[-1] is None
+
+
+@pytest.mark.parametrize("changed", [True, False])
+def test_an_evaluation_run_does_not_start_once_its_agent_changed(
+    alice, relu_scale, agents, changed
+):
+    """A suite evaluation is one agent configuration: a run of it still queued when the agents
+    file changes that agent is cancelled, saying so, rather than mixing two agents under one
+    entrant. Known-bad beside it: the same configuration, and the run goes on."""
+    from agent.config import load_agent
+    from webapp.suites.models import Evaluation, Suite
+
+    agents({"scripted-demo": SHIPPED_SCRIPT})
+    identity = load_agent("scripted-demo").identity()
+    if changed:
+        identity = {**identity, "fingerprint": "0" * 16}
+    suite = Suite.objects.create(name="one")
+    evaluation = Evaluation.objects.create(
+        suite=suite, owner=alice, agent="scripted-demo", gpu_type="cpu", protocol="loose",
+        agent_identity=identity,
+    )  # fmt: skip
+    run = queued_run(alice, relu_scale, "scripted-demo")
+    Run.objects.filter(pk=run.pk).update(evaluation=evaluation)
+
+    outcome = agent_run.run(run.pk, "host-a:1")
+
+    run.refresh_from_db()
+    states = [p.get("state") for _, _, p in trace(run)]
+    if changed:
+        assert run.status == RunStatus.CANCELLED and states == ["claimed", "ended"]
+        assert f"changed since evaluation {evaluation.pk} started" in run.error
+        assert outcome.startswith(f"run {run.pk} cancelled")
+    else:
+        assert run.status != RunStatus.CANCELLED and "started" in states

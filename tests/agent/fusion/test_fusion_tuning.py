@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.fusion.backend import NOT_WORTH_TUNING, FusionBackend
+from agent.fusion.backend import AT_SPEED_OF_LIGHT, LAUNCH_MATTERS, NOT_WORTH_TUNING, FusionBackend
 from agent.tools import (
     format_graph,
     summarise_compile,
@@ -23,7 +23,7 @@ from tests.conftest import FIXTURES
 VERIFIED = {"ok": True, "trials": 3, "max_abs_err": 0.0, "max_rel_err": 0.0}
 
 
-def timed(speedup: float) -> dict:
+def timed(speedup: float, light: float = 0.5) -> dict:
     return {
         "ok": True,
         "candidate_ms": 1.0 / speedup,
@@ -31,7 +31,8 @@ def timed(speedup: float) -> dict:
         "compile_ms": 1.0,
         "speedup_vs_eager": speedup,
         "speedup_vs_compile": speedup,
-        "sol_fraction": 0.5,
+        "sol_ms": light / speedup,
+        "sol_fraction": light,
     }
 
 
@@ -141,3 +142,52 @@ def test_a_bare_library_call_is_not_tuned(epilogue, tuned):
     assert (call.name == "tune") == tuned
     if not tuned:
         assert call.name == "finish" and "no launch parameter" in call.arguments["summary"]
+
+
+@pytest.mark.parametrize("light, tuned", [(AT_SPEED_OF_LIGHT, False), (0.85, True)])
+def test_a_kernel_at_the_speed_of_light_is_not_tuned(captured, light, tuned):
+    """At 90% of the speed-of-light floor a launch has little to win: the run finishes on its
+    first profile. Known-bad beside it: at 85% it tunes."""
+    drive = Driver()
+    drive.answer()
+    writes = drive.answer(captured)
+    drive.answer(*["wrote"] * len(writes))
+    drive.answer(summarise_compile({"ok": True, "log": ""}))
+    drive.answer(summarise_verify(VERIFIED))
+    (call,) = drive.answer(summarise_profile(timed(1.0, light)))
+    assert (call.name == "tune") == tuned
+    if not tuned:
+        assert "Not tuned: at 90% of the speed of light" in call.arguments["summary"]
+
+
+ROW_SUM = (
+    BARE_MATMUL.replace("def forward(self, a, b):", "def forward(self, a):")
+    .replace("torch.matmul(a, b)", "torch.sum(a, dim=1)")
+    .replace("[torch.rand(32, 16), torch.rand(16, 24)]", "[torch.rand(32, 64)]")
+)
+
+
+@pytest.mark.parametrize(
+    "gain, more", [(LAUNCH_MATTERS - 0.01, False), (LAUNCH_MATTERS + 0.01, True)]
+)
+def test_a_kernels_other_parameters_are_tuned_only_when_its_first_ones_mattered(gain, more):
+    """A CUDA row reduction's launch is tuned in two calls (threads with warp_per_row, then
+    cache with unroll): the second only when the first beat the first profile by LAUNCH_MATTERS;
+    below it, the run keeps what it has. Known-bad beside it: just above, it goes on."""
+    captured = graph.capture(ROW_SUM, "cpu", LOOSE)
+    captured["device"] = "cuda"
+    drive = Driver()
+    drive.answer()
+    writes = drive.answer(format_graph(captured))
+    drive.answer(*["wrote"] * len(writes))
+    drive.answer(summarise_compile({"ok": True, "log": ""}))
+    drive.answer(summarise_verify(VERIFIED))
+    (tune,) = drive.answer(summarise_profile(timed(1.0)))
+    assert tune.name == "tune" and "warp_per_row" in tune.arguments["variants"][0]["name"]
+    variants = tune.arguments["variants"]
+    ranked = [Variant(variants[0]["name"], {}, verify=VERIFIED, profile=timed(gain))]
+    ranked += [Variant(v["name"], {}, verify=VERIFIED, profile=timed(0.9)) for v in variants[1:]]
+    (call,) = drive.answer(summarise_tune(ranked))
+    assert (call.name == "tune") == more
+    if more:
+        assert "unroll" in call.arguments["variants"][0]["name"]
