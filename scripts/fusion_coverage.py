@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from agent.fusion.backend import launch_groups  # noqa: E402
 from agent.fusion.compiler import compile_graph  # noqa: E402
 from gpu_workers.harness.capture.graph import lower  # noqa: E402
 from gpu_workers.harness.runner import problem as problem_mod  # noqa: E402
@@ -50,7 +51,18 @@ def census(path: Path) -> dict:
     program = compile_graph(graph, "cuda")
     if program.unsupported:
         return {**entry, "stage": "plan", "reasons": program.unsupported}
-    return {**entry, "stage": "planned", "kernels": len(program.kernels)}
+    return {**entry, "stage": "planned", "kernels": len(program.kernels), **tune_size(program)}
+
+
+def tune_size(program) -> dict:
+    """The variants the fusion agent's tune step may judge (each holds the GPU lock for a judged
+    step): `tune_first`, every kernel's first call, which it always makes (unless its first
+    profile ends the run); `tune_all`, every call, its later ones only where the first paid."""
+    calls = [
+        [len(group) for group in launch_groups(k.tunables, program.launch[k.name])]
+        for k in program.kernels
+    ]
+    return {"tune_first": sum(c[0] for c in calls if c), "tune_all": sum(map(sum, calls))}
 
 
 REFUSAL = re.compile(r"^(?P<op>[^:(]+?)(?: \((?P<call>[^)]*)\))?: (?P<why>.*)$", re.S)
@@ -67,16 +79,18 @@ def op_of(reason: str) -> str:
 def markdown(levels: dict[str, list[dict]]) -> str:
     lines = [
         "| level | problems | planned | refused at capture | refused by the planner | "
-        "failed to load | of the refused, convolutions |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "failed to load | of the refused, convolutions | tune variants (first calls, all) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     by_op = collections.defaultdict(list)
     for level, entries in levels.items():
         stages = collections.Counter(e["stage"] for e in entries)
         convs = sum(e["convolution"] for e in entries if e["stage"] != "planned")
+        first = sum(e.get("tune_first", 0) for e in entries)
+        every = sum(e.get("tune_all", 0) for e in entries)
         lines.append(
             f"| {level} | {len(entries)} | {stages['planned']} | {stages['capture']} | "
-            f"{stages['plan']} | {stages['load']} | {convs} |"
+            f"{stages['plan']} | {stages['load']} | {convs} | {first}, {every} |"
         )
         for e in entries:
             for op in sorted({op_of(r) for r in e.get("reasons", [])}):

@@ -130,7 +130,7 @@ class FusionBackend:
         versus_compile = _speedup(first, _SPEEDUP_VS_COMPILE) if _ok(first) else None
         for kernel in program.kernels:
             before = best_speedup
-            for number, group in enumerate(_launch_groups(kernel.tunables, best[kernel.name])):
+            for number, group in enumerate(launch_groups(kernel.tunables, best[kernel.name])):
                 if number and best_speedup < before * LAUNCH_MATTERS:
                     break  # its leading parameters moved it by less than noise: so will the rest
                 trials = {}
@@ -172,7 +172,7 @@ class FusionBackend:
         return self._reply(summary, ("finish", {"summary": summary}))
 
 
-def _launch_groups(tunables: dict[str, list[int]], current: dict[str, int]) -> list[list[dict]]:
+def launch_groups(tunables: dict[str, list[int]], current: dict[str, int]) -> list[list[dict]]:
     """The launches one kernel's tune calls try, as {param: value} each, never `current`: the
     parameters in order, packed into groups whose combinations fit in one call; each call tries
     every combination of its group's parameters (the others at their best by then)."""

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from agent.config import load_agent
 from webapp.accounts.service_account import service_account
 from webapp.leaderboard.grading import enqueue_regrade
 from webapp.leaderboard.models import GradeStatus
 from webapp.runs import agent_readiness, choices
-from webapp.runs.lifecycle import BadRunOption, RunRefused, check_option, enqueue_run
+from webapp.runs.lifecycle import BadRunOption, RunRefused, check_option, end_event, enqueue_run
 from webapp.runs.models import ACTIVE, Run, RunStatus
 from webapp.suites.models import Evaluation, Suite
 from webapp.suites.progress import Progress
@@ -51,21 +52,46 @@ def start_evaluation(
     return evaluation
 
 
+class AgentChanged(RunRefused):
+    """The agent's configuration is no longer the one an evaluation started with."""
+
+
+def agent_change(evaluation: Evaluation) -> str:
+    """Why the agent is not the evaluation's any more, or "" where it still is."""
+    identity = load_agent(evaluation.agent).identity()
+    if identity.get("fingerprint") == evaluation.agent_identity.get("fingerprint"):
+        return ""
+    return (
+        f"agent {evaluation.agent} changed since evaluation {evaluation.pk} started "
+        "(its configuration's fingerprint differs)"
+    )
+
+
+def retire(evaluation: Evaluation, reason: str) -> int:
+    """Cancels the evaluation's queued runs, saying why, and returns how many: after its agent
+    changed none of them may run (a worker would cancel each as it took it). Its ended runs, and
+    their re-grades, stay: the board shows what that configuration did."""
+    cancelled = 0
+    for run in evaluation.runs.filter(status=RunStatus.QUEUED):
+        with transaction.atomic():
+            queued = Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED)
+            if queued.update(status=RunStatus.CANCELLED, error=reason, finished=timezone.now()):
+                end_event(run, RunStatus.CANCELLED, reason)
+                cancelled += 1
+    return cancelled
+
+
 def resume_evaluation(evaluation: Evaluation) -> tuple[int, int]:
     """Queues a run of the evaluation's agent for each valid problem of its suite that it has no
     run of, as when its machine was lost with runs unfinished and only its results file (ended
     runs) came on, and the re-grade of each ended run with a verified candidate and no grade (a
-    results file leaves out a pending one); returns how many of each. Refused when the agent
-    changed since it started: its runs would mix two agents under one entrant."""
+    results file leaves out a pending one); returns how many of each. Refused (AgentChanged)
+    when the agent changed since it started: its runs would mix two agents under one entrant."""
     suite = evaluation.suite
     if missing := suite.sources_missing():
         raise RunRefused(missing)
-    identity = load_agent(evaluation.agent).identity()
-    if identity.get("fingerprint") != evaluation.agent_identity.get("fingerprint"):
-        raise RunRefused(
-            f"agent {evaluation.agent} changed since evaluation {evaluation.pk} started "
-            "(its configuration's fingerprint differs): start a new evaluation instead"
-        )
+    if changed := agent_change(evaluation):
+        raise AgentChanged(changed)
     agent_readiness.refuse_if_unavailable(evaluation.agent, service_account())
     with transaction.atomic():
         problems = list(

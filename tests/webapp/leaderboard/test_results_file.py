@@ -12,6 +12,7 @@ leave the instance.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import subprocess
 from datetime import timedelta
@@ -332,7 +333,8 @@ def test_an_imported_evaluation_goes_on_where_its_machine_stopped(suite, folder)
     """A lent machine was lost with runs unfinished; the next one's database comes from the
     results file (ended runs only, a pending re-grade left out). `evaluate_suite --resume` queues
     a run of the same evaluation for each problem it has none of, and the re-grade of an ended
-    run that has none, once each. Known-bad beside it: an agent changed since is refused."""
+    run that has none, once each. Once the agent changed, nothing of it can go on: its queued
+    runs are cancelled saying why, its ended ones stay, and a new evaluation starts."""
     Grade.objects.filter(run__evaluation__isnull=False).update(status=GradeStatus.PENDING)
     data = exported(suite)
     empty_database()
@@ -354,8 +356,22 @@ def test_an_imported_evaluation_goes_on_where_its_machine_stopped(suite, folder)
     assert Grade.objects.filter(run__evaluation=evaluation).count() == 1
     identity = {**evaluation.agent_identity, "fingerprint": "another agent"}
     Evaluation.objects.filter(pk=evaluation.pk).update(agent_identity=identity)
-    with pytest.raises(CommandError, match="changed since evaluation"):
-        call_command(*resume)
+    ended = set(evaluation.runs.exclude(status=RunStatus.QUEUED).values_list("pk", "status"))
+    out = io.StringIO()
+
+    call_command(*resume, stdout=out)
+
+    assert (
+        "changed since evaluation" in out.getvalue() and "1 queued runs cancelled" in out.getvalue()
+    )
+    (cancelled,) = evaluation.runs.filter(status=RunStatus.CANCELLED)
+    assert cancelled.problem == third and "changed since evaluation" in cancelled.error
+    assert cancelled.events.order_by("seq").last().payload["run_status"] == "cancelled"
+    assert ended <= set(evaluation.runs.values_list("pk", "status"))  # the ended runs stay
+    newer = Evaluation.objects.exclude(pk=evaluation.pk).get()
+    assert newer.runs.filter(status=RunStatus.QUEUED).count() == 3
+    call_command(*resume)  # and goes on with the new one from then on
+    assert Evaluation.objects.count() == 2 and newer.runs.count() == 3
 
 
 def test_resume_starts_an_evaluation_where_there_is_none(suite):

@@ -7,8 +7,10 @@ from django.core.management.base import CommandError
 
 from webapp.errors import RequestRefused
 from webapp.leaderboard.evaluation import (
+    agent_change,
     progress,
     resume_evaluation,
+    retire,
     start_evaluation,
     unfinished,
 )
@@ -56,10 +58,17 @@ class Command(StackCommand):
                 raise CommandError(f"no evaluation of {options['agent']} on {suite.name} to follow")
             self._wait(earlier, options["timeout"])
             return
-        if options["resume"] and earlier is not None:
+        if earlier is not None and (changed := self._agent_change(earlier)):
+            # nothing of it can go on: its waiting runs are cancelled, and a new one starts
+            cancelled = retire(earlier, changed)
+            self.stdout.write(
+                f"{changed}: its {cancelled} queued runs cancelled, its ended runs stay on the "
+                "board; a new evaluation starts"
+            )
+        elif options["resume"] and earlier is not None:
             self._resume(earlier, options)
             return
-        if earlier is not None and unfinished(earlier):
+        elif earlier is not None and unfinished(earlier):
             raise CommandError(
                 f"evaluation {earlier.pk} of {earlier.agent} on {suite.name} still has "
                 f"{unfinished(earlier)} runs or re-grades left: add --follow to wait for it "
@@ -78,6 +87,12 @@ class Command(StackCommand):
         )
         if options["wait"]:
             self._wait(evaluation, options["timeout"])
+
+    def _agent_change(self, evaluation: Evaluation) -> str:
+        try:
+            return agent_change(evaluation)
+        except ValueError as exc:  # the agents file no longer has it, or cannot be read
+            raise CommandError(str(exc)) from None
 
     def _resume(self, evaluation: Evaluation, options: dict) -> None:
         if options["max_turns"] not in (None, evaluation.max_turns):
