@@ -53,16 +53,22 @@ class Driver:
         self.messages.append({"role": "assistant", "content": self.reply.content})
         return self.reply.tool_calls
 
+    def to_first_profile(self, graph_text: str) -> list:
+        """From the start to the profile call: the graph, the writes, a clean compile and
+        verify. Returns the writes."""
+        self.answer()
+        writes = self.answer(graph_text)
+        self.answer(*["wrote"] * len(writes))
+        self.answer(summarise_compile({"ok": True, "log": ""}))
+        self.answer(summarise_verify(VERIFIED))
+        return writes
+
 
 @pytest.mark.parametrize("fastest_speedup, kept", [(1.5, "tuned"), (0.5, "first")])
 def test_it_keeps_the_launch_the_tune_call_found_fastest(captured, fastest_speedup, kept):
     drive = Driver()
-    drive.answer()
-    writes = drive.answer(captured)
+    writes = drive.to_first_profile(captured)
     first = next(c.arguments["content"] for c in writes if c.arguments["path"] == "model_new.py")
-    drive.answer(*["wrote"] * len(writes))
-    drive.answer(summarise_compile({"ok": True, "log": ""}))
-    drive.answer(summarise_verify(VERIFIED))
     (tune,) = drive.answer(summarise_profile(timed(1.0)))
     assert tune.name == "tune"
     variants = tune.arguments["variants"]
@@ -96,11 +102,7 @@ def test_a_kernel_far_behind_eager_is_not_tuned(captured, first_speedup, tuned):
     its verified kernel rather than spend the GPU lock on variants. Known-bad beside it: at the
     bound itself it tunes."""
     drive = Driver()
-    drive.answer()
-    writes = drive.answer(captured)
-    drive.answer(*["wrote"] * len(writes))
-    drive.answer(summarise_compile({"ok": True, "log": ""}))
-    drive.answer(summarise_verify(VERIFIED))
+    drive.to_first_profile(captured)
     (call,) = drive.answer(summarise_profile(timed(first_speedup)))
     assert (call.name == "tune") == tuned
     if not tuned:
@@ -132,12 +134,8 @@ def test_a_bare_library_call_is_not_tuned(epilogue, tuned):
     captured = graph.capture(source, "cpu", LOOSE)
     captured["device"] = "cuda"  # the plan the GPU target makes; nothing here runs on it
     drive = Driver()
-    drive.answer()
-    writes = drive.answer(format_graph(captured))
+    writes = drive.to_first_profile(format_graph(captured))
     assert any("cublasSgemm" in c.arguments["content"] for c in writes)
-    drive.answer(*["wrote"] * len(writes))
-    drive.answer(summarise_compile({"ok": True, "log": ""}))
-    drive.answer(summarise_verify(VERIFIED))
     (call,) = drive.answer(summarise_profile(timed(1.0)))
     assert (call.name == "tune") == tuned
     if not tuned:
@@ -149,11 +147,7 @@ def test_a_kernel_at_the_speed_of_light_is_not_tuned(captured, light, tuned):
     """At 90% of the speed-of-light floor a launch has little to win: the run finishes on its
     first profile. Known-bad beside it: at 85% it tunes."""
     drive = Driver()
-    drive.answer()
-    writes = drive.answer(captured)
-    drive.answer(*["wrote"] * len(writes))
-    drive.answer(summarise_compile({"ok": True, "log": ""}))
-    drive.answer(summarise_verify(VERIFIED))
+    drive.to_first_profile(captured)
     (call,) = drive.answer(summarise_profile(timed(1.0, light)))
     assert (call.name == "tune") == tuned
     if not tuned:
@@ -177,11 +171,7 @@ def test_a_kernels_other_parameters_are_tuned_only_when_its_first_ones_mattered(
     captured = graph.capture(ROW_SUM, "cpu", LOOSE)
     captured["device"] = "cuda"
     drive = Driver()
-    drive.answer()
-    writes = drive.answer(format_graph(captured))
-    drive.answer(*["wrote"] * len(writes))
-    drive.answer(summarise_compile({"ok": True, "log": ""}))
-    drive.answer(summarise_verify(VERIFIED))
+    drive.to_first_profile(format_graph(captured))
     (tune,) = drive.answer(summarise_profile(timed(1.0)))
     assert tune.name == "tune" and "warp_per_row" in tune.arguments["variants"][0]["name"]
     variants = tune.arguments["variants"]
