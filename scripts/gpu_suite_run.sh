@@ -34,7 +34,8 @@
 # file: the device tool brings back 8 files, two folders deep), the suite's results file to
 # $OUT/SUITE-GPU.json (webapp/leaderboard/results_file.py) and the stack's logs to $OUT/logs.tgz.
 # Copy $OUT/state.tgz to .state.tgz before the next call and carry it, and commit the results file
-# to benchmarks/results/ after each call: the stack imports it as it starts, so a later session,
+# to benchmarks/results/ after each call: the stack imports it (and BESIDE's, no other suite's) as
+# it starts, so a later session,
 # whose checkout has no state, goes on from it (import_suite attaches the sources; what was validated
 # is not validated again, what was not is sent). Carry .whl/ (gpu_tests.sh's wheels, and the web
 # stack's in .whl/web/, made with
@@ -78,6 +79,16 @@ if [ -d .whl ]; then python3 scripts/install_wheels.py .cache/site .whl .whl/web
 export PYTHONPATH=$PWD/.cache/site:$PWD
 GPU=$(python3 -c 'from webapp.serve import detected_gpu_type; print(detected_gpu_type())')
 export KERNELARENA_GPU_TYPES=$GPU
+# The stack imports this suite's committed results file (and BESIDE's) alone: another suite's
+# waiting baselines, sent again as the stack starts, would take the GPU lock beside these phases
+# (session 42: level 2's beside level 1's evaluation; session 43 moved its file aside by hand).
+export KERNELARENA_RESULTS_DIR=$PWD/.cache/results
+rm -rf "$KERNELARENA_RESULTS_DIR" && mkdir -p "$KERNELARENA_RESULTS_DIR"
+for name in "$SUITE" ${BESIDE:+"${BESIDE%%=*}"}; do
+  if [ -f "benchmarks/results/$name-$GPU.json" ]; then
+    cp "benchmarks/results/$name-$GPU.json" "$KERNELARENA_RESULTS_DIR/"
+  fi
+done
 mkdir -p "$OUT" .state .cache/logs "$KERNELARENA_CACHE"
 manage() { python3 manage.py "$@"; }
 

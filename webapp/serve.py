@@ -141,12 +141,14 @@ def _port_taken(host: str, port: int) -> str | None:
     return None
 
 
-def import_committed_results(folder: Path = REPO / "benchmarks" / "results") -> list[str]:
-    """What each file gave, for the stack's log."""
+def import_committed_results(folder: Path | None = None) -> list[str]:
+    """What each file of `folder` (settings.RESULTS_DIR by default) gave, for the stack's log."""
     # Imported here: models can be imported only after django.setup() in main().
+    from django.conf import settings
+
     from webapp.leaderboard.results_file import import_results_folder
 
-    return [f"results {line}" for line in import_results_folder(folder)]
+    return [f"results {line}" for line in import_results_folder(folder or settings.RESULTS_DIR)]
 
 
 def _start_web(host: str, port: int, log: StackLog) -> subprocess.Popen:

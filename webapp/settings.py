@@ -252,6 +252,11 @@ AGENT_CHECK_EVERY_S = _env_int("KERNELARENA_AGENT_CHECK_EVERY_S", 3600, minimum=
 RUN_HEARTBEAT_S = RUN_STALE_AFTER_S / 6
 RUN_MAX_ATTEMPTS = 2
 
+# The results files a starting stack imports (webapp/serve.py): the committed ones by default; a
+# GPU host's suite run names a folder of its own suite's alone, so that another suite's waiting
+# baselines are not sent to the GPU beside it (scripts/gpu_suite_run.sh).
+RESULTS_DIR = Path(os.environ.get("KERNELARENA_RESULTS_DIR") or BASE_DIR / "benchmarks" / "results")
+
 # Queues that have GPU workers, and the protocols a run may be judged under.
 GPU_TYPES = _env_list(
     "KERNELARENA_GPU_TYPES", ",".join(JOINED_STACK.gpu_types) if JOINED_STACK else "cpu"

@@ -612,6 +612,22 @@ def test_serve_imports_the_committed_results_once(suite, tmp_path):
     assert metrics.board(Suite.objects.get(), GPU)["rows"][0]["correct"] == 1
 
 
+def test_serve_imports_the_folder_its_settings_name(suite, tmp_path, settings):
+    """A GPU host's suite run names a folder of its own suite's file (KERNELARENA_RESULTS_DIR):
+    the stack imports that one, not every committed file (whose waiting baselines would share
+    the GPU). Known-bad beside it: by default, the committed files are imported."""
+    settings.RESULTS_DIR = tmp_path
+    write_results_file(exported(suite), tmp_path / "kb-level1-cpu.json")
+    empty_database()
+
+    (line,) = serve.import_committed_results()
+
+    assert line.startswith("results kb-level1-cpu.json: suite kb-level1 on cpu")
+    settings.RESULTS_DIR = serve.REPO / "benchmarks" / "results"
+    committed = serve.import_committed_results()
+    assert len(committed) == len(list(settings.RESULTS_DIR.glob("*.json"))) >= 2
+
+
 def test_every_committed_results_file_imports(db):
     folder = serve.REPO / "benchmarks" / "results"
     assert all("not imported" not in line for line in import_results_folder(folder))
