@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent.backend_choice import make_backend
-from agent.config import MissingApiKey, load_agent
+from agent.config import ConfigError, MissingApiKey, load_agent
 from agent.loop import Agent, RunResult
 from agent.submission import submission_backend, submission_config
 from gpu_workers.harness import settings as harness_settings
@@ -27,6 +27,7 @@ from gpu_workers.harness.vocabulary import device_for
 from gpu_workers.heartbeat import Heartbeat
 from gpu_workers.shown_errors import without_traceback
 from gpu_workers.trace_recorder import TraceRecorder
+from webapp.leaderboard.evaluation import agent_change
 from webapp.leaderboard.grading import enqueue_regrade
 from webapp.runs import model_keys
 from webapp.runs.lifecycle import end_event
@@ -78,20 +79,13 @@ def agent_changed_since_evaluation(run: Run) -> str:
     """Why a suite evaluation's run must not start: its agent's configuration (this host's agents
     file) is no longer the one the evaluation started with, and one entrant's row would mix two
     agents' runs. Empty when it may start (or is no evaluation's)."""
-    evaluation = run.evaluation
-    if evaluation is None or run.kind == RunKind.SUBMISSION:
+    if run.evaluation is None or run.kind == RunKind.SUBMISSION:
         return ""
-    started_with = (evaluation.agent_identity or {}).get("fingerprint")
     try:
-        now = load_agent(run.agent).identity()["fingerprint"]
-    except Exception:  # a missing agent fails the run as before, saying so
+        changed = agent_change(run.evaluation)
+    except ConfigError:  # a missing agent fails the run as before, saying so
         return ""
-    if not started_with or now == started_with:
-        return ""
-    return (
-        f"agent {run.agent} changed since evaluation {evaluation.pk} started (its configuration's "
-        f"fingerprint is {now}, not {started_with}): start a new evaluation for it"
-    )
+    return f"{changed}: start a new evaluation for it" if changed else ""
 
 
 def failure_detail(run: Run, exc: Exception) -> str:

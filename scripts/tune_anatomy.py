@@ -21,7 +21,7 @@ WAITING = {"lock wait", "candidate ready", "reference ready"}
 
 
 def run_row(db: sqlite3.Connection, run_id: int, title: str) -> str:
-    first, calls, called_at = None, [], None
+    first, calls, called_at, count = None, [], None, 0
     for kind, at, payload in db.execute(EVENTS, (run_id,)):
         event = json.loads(payload)
         if kind == "tool_call":
@@ -33,7 +33,7 @@ def run_row(db: sqlite3.Connection, run_id: int, title: str) -> str:
             best = max((v.get("speedup_vs_eager") or 0.0 for v in variants), default=0.0)
             seconds = (datetime.fromisoformat(at) - called_at).total_seconds()
             calls.append(f"({len(variants)}, {best:.3f}, {seconds:.0f})")
-    count = sum(int(c[1:].split(",")[0]) for c in calls)
+            count += len(variants)
     shown = f"{first:.3f}" if isinstance(first, float) else "-"
     return f"| {title.split('/')[-1]} | {shown} | {', '.join(calls) or 'none'} | {count} |"
 

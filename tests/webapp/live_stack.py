@@ -140,17 +140,10 @@ class LiveStack:
         """SIGKILL to the process group: the worker and its pool die with no chance to clean up."""
         os.killpg(self.processes.pop(name).pid, signal.SIGKILL)
 
-    def terminate(self, name: str, grace_s: float) -> None:
-        """As the stack's supervisor stops a worker: SIGTERM to its leader (Celery's warm
-        shutdown, which waits for the task in hand), then SIGKILL to the group after grace_s."""
-        process = self.processes.pop(name)
-        process.terminate()
-        try:
-            process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    def terminate(self, name: str) -> None:
+        """SIGTERM to the worker's leader alone, as the stack's supervisor stops it: Celery's warm
+        shutdown, which waits for the task in hand (the supervisor, then `kill`, ends it)."""
+        self.processes[name].terminate()
 
     def stop(self) -> None:
         for process in self.processes.values():

@@ -19,6 +19,7 @@ from tests.conftest import problem_source
 from tests.webapp.conftest import make_problem
 from tests.webapp.live_stack import CPU_QUEUES, LiveStack
 from webapp.accounts.tokens import issue_token
+from webapp.runs.models import TraceEvent
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -114,7 +115,11 @@ def test_a_run_whose_worker_is_stopped_goes_on_without_spending_an_attempt(
     status, run = stack.api("POST", "/api/runs", token, body)
     assert status == 201, run
     watch(stack, run["id"], token, stop_after=6)  # mid-run, its pauses still ahead
-    stack.terminate("worker-1", grace_s=2)
+    stack.terminate("worker-1")
+    # the supervisor's deadline ends the warm shutdown; here, once the worker noted its run
+    noted = TraceEvent.objects.filter(run_id=run["id"], payload__state="stopping")
+    stack.wait_for(lambda: noted.exists() or None, 60, "the stopping worker's note")
+    stack.kill("worker-1")
     stack.start_worker("worker-2")
 
     events = watch(stack, run["id"], token)
