@@ -79,10 +79,13 @@ def agent_changed_since_evaluation(run: Run) -> str:
     """Why a suite evaluation's run must not start: its agent's configuration (this host's agents
     file) is no longer the one the evaluation started with, and one entrant's row would mix two
     agents' runs. Empty when it may start (or is no evaluation's)."""
-    if run.evaluation is None or run.kind == RunKind.SUBMISSION:
+    evaluation = run.evaluation
+    if evaluation is None or run.kind == RunKind.SUBMISSION:
         return ""
+    if not (evaluation.agent_identity or {}).get("fingerprint"):
+        return ""  # started with no identity recorded: nothing to compare with
     try:
-        changed = agent_change(run.evaluation)
+        changed = agent_change(evaluation)
     except ConfigError:  # a missing agent fails the run as before, saying so
         return ""
     return f"{changed}: start a new evaluation for it" if changed else ""
