@@ -19,7 +19,9 @@ def warm(device: str) -> dict[str, float]:
     compile.warm(device)
     seconds["precompiled header"] = time.monotonic() - started
     started = time.monotonic()
-    with gpu_lock.hold(device):  # peaks are timings: no other measurement beside them
+    with gpu_lock.hold(
+        device, "the machine's warm-up"
+    ):  # peaks are timings: no other measurement beside them
         roofline.peaks(device)
     seconds["peaks"] = time.monotonic() - started
     return seconds

@@ -29,6 +29,7 @@ from gpu_workers.harness.judge.runner_process import (
     RunnerFailed,
 )
 from gpu_workers.harness.judge.source_gate import Violation
+from gpu_workers.harness.problem_source import source_sha256
 from gpu_workers.harness.runner.problem import ProblemError, check_source
 from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.vocabulary import sources_digest
@@ -52,6 +53,12 @@ _PREPARED_PROCESSES = {"cpu": 1, "cuda": 3}
 _PREPARE_DURING_STEPS = {"cpu": False, "cuda": True}
 # How long eager timed alone stands for a session's later steps (Session._eager_alone).
 EAGER_ALONE_FRESH_S = 300.0
+# A candidate's call may take SLOWDOWN_LIMIT times eager's (judged useless long before), and
+# never less than CALL_FLOOR_S (its first call makes its device context and loads its modules),
+# up to the protocol's step timeout: with that timeout alone, a hung candidate held the GPU lock
+# for ten minutes, and every run sharing the GPU waited behind it.
+SLOWDOWN_LIMIT = 1000
+CALL_FLOOR_S = 30.0
 # Whether a session that will profile (an agent's) measures its problem's baselines while its
 # first sources compile (Session._measure_baselines_ahead): on a GPU a build takes no lock, so the
 # lock is idle then (four runs sharing an H200 spent their first 16 s compiling with nobody
@@ -230,7 +237,7 @@ class Session:
                 with phases("reference ready"):
                     self._reference_up()
                 with phases("lock wait"):
-                    held.enter_context(gpu_lock.hold(self.device))
+                    held.enter_context(gpu_lock.hold(self.device, self._step_name()))
                 verdict, measured, attempts = self._judged_attempts(
                     judge, runner, extension_dir, phases
                 )
@@ -259,6 +266,7 @@ class Session:
                     candidate = runner_process.load_candidate(
                         runner, extension_dir, self.root, self.device, self.protocol
                     )
+                candidate.bound_calls(*self._call_bound(alone))
                 with phases("trials"):
                     verdict = verdict or verify_mod.trials(judge, reference, candidate)
                 if not verdict.ok:
@@ -273,6 +281,26 @@ class Session:
             if not measured.disturbed(self.protocol):
                 break
         return verdict, measured, attempt + 1
+
+    def _call_bound(self, alone: Batches) -> tuple[float, str]:
+        """How long a candidate's call may take in this step, and why (SLOWDOWN_LIMIT)."""
+        eager_ms = alone.median_ms if alone.times_ms else 0.0
+        bound = min(
+            self.protocol.step_timeout_s, max(CALL_FLOOR_S, SLOWDOWN_LIMIT * eager_ms / 1e3)
+        )
+        why = (
+            f"a call may take {SLOWDOWN_LIMIT}x eager's {eager_ms:.3g} ms, at least "
+            f"{CALL_FLOOR_S:.0f} s: a hang, an infinite loop, or a kernel far too slow to be judged"
+        )
+        return bound, why
+
+    def _problem_name(self) -> str:
+        """The problem as the database and results files know it: its source's sha256."""
+        return "problem " + source_sha256(self._problem_path.read_text())[:12]
+
+    def _step_name(self) -> str:
+        """What this step is, for the GPU lock's holder note and the log."""
+        return f"judged step {self._judged} of {self._problem_name()}"
 
     def _measured_what(self) -> dict:
         """Which problem and sources a measurement was of, by digest (clock_record)."""
@@ -532,7 +560,7 @@ class Session:
             pass  # the reference starts afresh, as where there is no server
         self._reference_up()
         try:
-            with gpu_lock.hold(self.device):  # it runs the problem on the device
+            with gpu_lock.hold(self.device, f"graph capture of {self._problem_name()}"):
                 return self._reference_runner().call("graph")
         except RunnerError as exc:
             return graph_mod.empty_graph(self.device, [f"graph: {exc}"])

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -22,6 +24,11 @@ from pathlib import Path
 from gpu_workers.harness import settings
 
 log = logging.getLogger(__name__)
+
+# A wait or a hold this long is logged, the wait again at each further multiple, naming the
+# holder: on one H200 four runs once went four minutes with no judged step ended, and nothing
+# said which step held the device.
+SLOW_S = 60.0
 
 # Seconds this process has held a device lock, summed: a run's GPU time is the difference over
 # the run (a worker process runs one task at a time).
@@ -61,20 +68,68 @@ def _turnstile(device: str) -> Iterator[None]:
 
 
 @contextmanager
-def hold(device: str) -> Iterator[float]:
+def hold(device: str, what: str = "") -> Iterator[float]:
     """Blocks until this process owns the device (no other timing, and on cpu no build, under
-    way); yields the seconds it waited."""
+    way); yields the seconds it waited. `what` names the measurement for whoever waits behind
+    it (the holder's note) and for the log."""
     started = time.monotonic()
+    what = what or "a measurement"
     with ExitStack() as held:
-        with _turnstile(device):
+        with _waiting_reported(device, what), _turnstile(device):
             held.enter_context(_flocked(_lock_path(device), fcntl.LOCK_EX))
         acquired = time.monotonic()
         log.debug("%s measurement lock taken after %.2f s", device, acquired - started)
+        _note_holder(device, what)
         try:
             yield acquired - started
         finally:
             global _held_s
-            _held_s += time.monotonic() - acquired
+            took = time.monotonic() - acquired
+            _held_s += took
+            if took > SLOW_S:
+                log.warning("%s measurement lock held %.0f s by %s", device, took, what)
+
+
+def holder(device: str) -> str:
+    """The note of the process that took the device's lock last (it may have let go since)."""
+    try:
+        return _lock_path(device, ".holder").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _note_holder(device: str, what: str) -> None:
+    """Written by the holder alone, under the lock: its pid, what it measures, and since when."""
+    since = time.strftime("%H:%M:%S")
+    try:
+        _lock_path(device, ".holder").write_text(f"pid {os.getpid()}: {what}, since {since}\n")
+    except OSError:  # a note for the logs, never a reason to fail a measurement
+        pass
+
+
+@contextmanager
+def _waiting_reported(device: str, what: str) -> Iterator[None]:
+    """While the caller waits for the lock, a warning every SLOW_S naming the holder."""
+    done = threading.Event()
+
+    def report() -> None:
+        waited = 0.0
+        while not done.wait(SLOW_S):
+            waited += SLOW_S
+            log.warning(
+                "%s waited %.0f s for the %s measurement lock, held by %s",
+                what,
+                waited,
+                device,
+                holder(device) or "an unknown process",
+            )
+
+    reporter = threading.Thread(target=report, name="gpu-lock-wait", daemon=True)
+    reporter.start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 @contextmanager

@@ -100,7 +100,7 @@ def baselines(
     if cached := _cached(path):
         return cached
     reference = ready_reference(problem_path, device, server)
-    with reference, gpu_lock.hold(device):
+    with reference, gpu_lock.hold(device, f"baselines of problem {path.stem[:12]}"):
         if cached := _cached(path):  # measured by another process while this one waited
             return cached
         result = measure_baselines(problem_path, device, protocol, workdir, reference)
@@ -341,7 +341,8 @@ def _timed_pair(judge, reference, candidate, slot: int, turn: int) -> dict:
         order.reverse()
     calls = {}
     for fn, runner, into in order:
-        ms, wall, reply = judge_mod.timed_call(judge, runner, fn, slot, into, _CALL_S)
+        # each runner's own bound: the candidate's is set from eager's time (Session)
+        ms, wall, reply = judge_mod.timed_call(judge, runner, fn, slot, into, None)
         calls[fn] = ([ms], wall, reply)
     return calls
 
@@ -356,9 +357,7 @@ def _observed_call(judge, candidate, sets, lent, slots) -> list[Violation]:
         return []
     slot = slots[secrets.randbelow(len(slots))]
     label = f"observed timed call (set {slot})"
-    reply = candidate.call(
-        "time", fn="candidate", slot=slot, into="lent", observe=True, timeout_s=_CALL_S
-    )
+    reply = candidate.call("time", fn="candidate", slot=slot, into="lent", observe=True)
     return _judged(judge, sets[slot], lent[slot], reply, label)
 
 

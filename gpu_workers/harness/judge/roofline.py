@@ -53,7 +53,7 @@ def peaks(device: str, measure_again: bool = False) -> Peaks:
         # under the lock: tests/gpu once measured alone twice because this write replaced them)
         settings.publish_json(path, _measure(device), replace=False)
     elif measure_again and not _measured_alone_lately(path, device):
-        with gpu_lock.hold(device):  # alone on the device
+        with gpu_lock.hold(device, "the device's peaks"):  # alone on the device
             if not _measured_alone_lately(path, device):  # or done while this one waited
                 measured = _measure(device)
                 known = json.loads(path.read_text())

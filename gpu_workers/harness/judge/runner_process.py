@@ -77,6 +77,7 @@ class RunnerProcess:
         of started (seconds); it sees `view` either way."""
         self.role = role
         self.timeout_s = timeout_s
+        self._timeout_why = "a hang or an infinite loop?"
         self.last_wall_ms = 0.0  # the judge's clock around the last command's send and reply
         self.census: Census | None = None  # what the stopped sandbox held after the last reply
         self.warm_census: Census | None = None
@@ -126,6 +127,11 @@ class RunnerProcess:
         except RunnerGone as gone:
             raise RunnerDied(self.role, self._why(str(gone))) from None
         return self._read_reply(command, fields, reply, received)
+
+    def bound_calls(self, timeout_s: float, why: str) -> None:
+        """From now on each command must be answered within `timeout_s`; a timeout says `why`."""
+        self.timeout_s = timeout_s
+        self._timeout_why = why
 
     def ask(self, command: str, **fields) -> None:
         """Sends a command without waiting for it: the runner works on it while the judge does
@@ -189,7 +195,7 @@ class RunnerProcess:
             if what == NO_ANSWER:
                 return (
                     f"the {self.role} process timed out after {self.timeout_s:.0f} s "
-                    "(a hang or an infinite loop?)"
+                    f"({self._timeout_why})"
                 )
             return f"the {self.role} process broke the protocol ({what})"
         self._log.finish()

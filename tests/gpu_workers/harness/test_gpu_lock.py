@@ -9,6 +9,9 @@ take the shared one (xdist workers share the compile cache), and a timing of the
 the turnstile would hold back the builds these tests expect to go straight in."""
 
 import fcntl
+import logging
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -24,7 +27,7 @@ import sys
 from pathlib import Path
 from gpu_workers.harness.judge import gpu_lock
 kind, device, marker = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-with getattr(gpu_lock, kind)(device):
+with getattr(gpu_lock, kind)(device, *sys.argv[4:]):  # a hold may say what it measures
     print("held", flush=True)
     sys.stdin.readline()
     marker.touch()  # before the lock is let go
@@ -41,10 +44,18 @@ class Holder:
     """A process holding `kind` (`hold` or `compiling`) of the device's lock until `release`;
     with `wait=False` it may still be waiting for it when the constructor returns."""
 
-    def __init__(self, kind: str, device: str, tmp_path: Path, wait: bool = True):
+    def __init__(self, kind: str, device: str, tmp_path: Path, wait: bool = True, what: str = ""):
         self.marker = tmp_path / f"{kind}-{device}-released"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, kind, device, str(self.marker)],
+            [
+                sys.executable,
+                "-c",
+                HOLDER,
+                kind,
+                device,
+                str(self.marker),
+                *([what] if what else []),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -137,3 +148,44 @@ def test_a_waiting_timing_holds_back_builds_that_come_after_it(tmp_path):
     timer.release()
     late.join(timeout=60)
     assert late_build_saw_timer_done == [True]
+
+
+def test_a_long_wait_is_logged_naming_the_holder(tmp_path, monkeypatch, caplog):
+    """Known-bad, before the holder's note: four runs on one H200 went four minutes with no
+    judged step ended, and no log said which measurement held the device."""
+    monkeypatch.setattr(gpu_lock, "SLOW_S", 0.2)
+    holder = Holder("hold", "cpu", tmp_path, what="judged step 3 of problem 0123abcd")
+    caplog.set_level(logging.WARNING, logger=gpu_lock.__name__)
+    taken = threading.Event()
+
+    def wait_then_take():
+        with gpu_lock.hold("cpu", "judged step 1 of problem feed"):
+            taken.set()
+
+    waiter = threading.Thread(target=wait_then_take)
+    waiter.start()
+    deadline = time.monotonic() + 60
+    while not any("waited" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, "a wait longer than SLOW_S was never logged"
+        time.sleep(0.05)
+    holder.release()
+    waiter.join(timeout=60)
+    assert taken.is_set()
+    said = next(r.getMessage() for r in caplog.records if "waited" in r.getMessage())
+    assert "judged step 1 of problem feed" in said
+    assert f"pid {holder.proc.pid}: judged step 3 of problem 0123abcd" in said
+
+
+def test_a_short_wait_is_not_logged_and_a_long_hold_is(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(gpu_lock, "SLOW_S", 0.3)
+    caplog.set_level(logging.WARNING, logger=gpu_lock.__name__)
+    with gpu_lock.hold("cpu", "a quick step"):
+        pass
+    assert caplog.records == []
+    with gpu_lock.hold("cpu", "a slow step"):
+        assert gpu_lock.holder("cpu").startswith(f"pid {os.getpid()}: a slow step, since ")
+        time.sleep(0.5)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and re.fullmatch(
+        r"cpu measurement lock held \d+ s by a slow step", said[0]
+    )

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from gpu_workers.harness import session as session_mod
 from gpu_workers.harness.judge import sensitivity
 from gpu_workers.harness.judge.protocol import FP32_STRICT, LOOSE, Protocol
 from tests.gpu_workers.harness.evaluation import codes, evaluate
@@ -138,6 +139,15 @@ def test_a_hang_is_killed_and_is_a_verdict():
     result = evaluate("relu_scale", "crash_hang", protocol=quick, profile=False)["verify"]
     assert not result["ok"] and "timed out" in result["error"]
     assert result["failed_by"] == "candidate"  # its own hang, though a timeout
+
+
+def test_a_hang_is_killed_at_the_call_bound_not_the_step_timeout(monkeypatch):
+    """Known-bad, before the bound: a hung candidate was killed at the step's timeout (600 s),
+    holding the GPU lock, with every run sharing the GPU behind it, all that while."""
+    monkeypatch.setattr(session_mod, "CALL_FLOOR_S", 3.0)  # relu_scale's eager is microseconds
+    result = evaluate("relu_scale", "crash_hang", profile=False)["verify"]
+    assert not result["ok"] and result["failed_by"] == "candidate"
+    assert "timed out after 3 s (a call may take 1000x eager's" in result["error"], result["error"]
 
 
 @pytest.mark.parametrize(
