@@ -179,6 +179,8 @@ class ProgressPrinter:
             f"{status['tokens'] / 1000:.1f}k tok ${status['cost_usd']:.4f} {status['seconds']:.0f}s"
         )
         head = f"turn {status['turn']:>3}/{status['max_turns']}"
+        if status.get("detail") and status["state"] == "running":  # a long tool call, meanwhile
+            head += f" ({status['detail'][:100]})"
         if status["state"] != "running":
             last_line = (status["detail"] or "").strip().splitlines()[-1:]
             head = status["state"].upper() + (f" ({last_line[0][:80]})" if last_line else "")

@@ -238,7 +238,9 @@ class Agent:
             if call.name == "finish":
                 self.answer(call, self.submit())
                 raise Finished(str((call.arguments or {}).get("summary", "")))
-            result = run_tool(self.workspace, call.name, call.arguments or {})
+            result = run_tool(
+                self.workspace, call.name, call.arguments or {}, progress=self.emit_progress
+            )
         except ToolCallError as error:
             self.answer(call, ToolResult(f"Error: {error}. Nothing was run.", ok=False))
             return False
@@ -392,7 +394,8 @@ class Agent:
             },
         }
 
-    def emit_progress(self) -> None:
+    def emit_progress(self, detail: str = "") -> None:
+        """The run's status; `detail` says what a long tool call is doing meanwhile."""
         best = self.candidates.best()
         best_brief = None
         if best is not None:
@@ -401,7 +404,8 @@ class Agent:
                 "speedup_vs_eager": best.speedup_vs_eager,
                 "speedup_vs_compile": best.speedup_vs_compile,
             }
-        self.emit("status", {"state": "running", "best": best_brief, **self.progress()})
+        status = {"state": "running", "best": best_brief, **self.progress()}
+        self.emit("status", {**status, "detail": detail} if detail else status)
 
     def emit(self, kind: str, payload: dict) -> None:
         assert kind in EVENT_KINDS, kind

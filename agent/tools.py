@@ -141,10 +141,18 @@ def check_arguments(name: str, arguments: dict) -> None:
             raise ToolCallError(f"{name}: {key} must be {article} {expected}")
 
 
-def run_tool(workspace: Workspace, name: str, arguments: dict) -> ToolResult:
-    """Runs one tool other than finish (the loop owns finish). Refusals become error results."""
-    check_arguments(name, arguments)
+def run_tool(
+    workspace: Workspace,
+    name: str,
+    arguments: dict,
+    progress: Callable[[str], None] | None = None,
+) -> ToolResult:
+    """Runs one tool other than finish (the loop owns finish). Refusals become error results.
+    `progress` hears a line as a long tool goes (tune: each variant judged)."""
+    check_arguments(name, arguments)  # so `arguments` holds no key of ours, such as progress
     try:
+        if name == "tune":
+            return _tune(workspace, progress=progress, **arguments)
         return _RUNNERS[name](workspace, **arguments)
     except (ValueError, PermissionError, FileNotFoundError, IsADirectoryError) as error:
         return ToolResult(f"Error: {error}", ok=False)
@@ -213,12 +221,19 @@ def _profile(workspace: Workspace) -> ToolResult:
     return ToolResult(summarise_profile(verdict), ok=bool(verdict.get("ok")), verdict=verdict)
 
 
-def _tune(workspace: Workspace, variants: list) -> ToolResult:
+def _tune(
+    workspace: Workspace, variants: list, progress: Callable[[str], None] | None = None
+) -> ToolResult:
     try:
         parsed = tune_step.parse_variants(variants, workspace.list_files())
     except tune_step.TuneError as error:
         return ToolResult(f"Error: {error}. Nothing was run.", ok=False)
-    ranked = tune_step.tune(workspace, parsed)
+
+    def judged(variant: tune_step.Variant, number: int) -> None:
+        if progress:
+            progress(tune_step.progress_line(variant, number, len(parsed)))
+
+    ranked = tune_step.tune(workspace, parsed, on_judged=judged)
     return ToolResult(
         summarise_tune(ranked),
         ok=ranked[0].timed,

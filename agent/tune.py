@@ -13,6 +13,7 @@ workspace is left holding the fastest verified variant, or as it was when none v
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent.candidates import ranking
@@ -93,8 +94,14 @@ def parse_variants(variants: list, existing: list[str]) -> list[Variant]:
     return parsed
 
 
-def tune(workspace: Workspace, variants: list[Variant]) -> list[Variant]:
-    """Profiles each variant; returns them ranked, fastest verified first, failures last."""
+def tune(
+    workspace: Workspace,
+    variants: list[Variant],
+    on_judged: Callable[[Variant, int], None] | None = None,
+) -> list[Variant]:
+    """Profiles each variant; returns them ranked, fastest verified first, failures last.
+    `on_judged(variant, number)` hears of each as it is judged (a call judges up to
+    MAX_VARIANTS, for a minute or more, and the run's page should not sit still meanwhile)."""
     touched = sorted({path for variant in variants for path in variant.files})
     original = {path: workspace.read_file(path) for path in touched}
     for path, text in original.items():  # a read-only path refuses here, before any change
@@ -105,7 +112,7 @@ def tune(workspace: Workspace, variants: list[Variant]) -> list[Variant]:
         except Exception:  # only a head start: each variant's own compile builds it anyway
             log.warning("building the variants side by side failed", exc_info=True)
     try:
-        for variant in variants:
+        for number, variant in enumerate(variants, start=1):
             for path, text in {**original, **variant.files}.items():
                 workspace.write_file(path, text)
             variant.sources = workspace.sources()
@@ -113,6 +120,8 @@ def tune(workspace: Workspace, variants: list[Variant]) -> list[Variant]:
             variant.verify = {**workspace.verify(), **digest}
             if variant.verify.get("ok"):  # else the profile would only say it did not verify
                 variant.profile = {**workspace.profile(), **digest}
+            if on_judged:
+                on_judged(variant, number)
     finally:
         for path, text in original.items():
             workspace.write_file(path, text)
@@ -121,6 +130,14 @@ def tune(workspace: Workspace, variants: list[Variant]) -> list[Variant]:
         for path, text in ranked[0].files.items():
             workspace.write_file(path, text)
     return ranked
+
+
+def progress_line(variant: Variant, number: int, total: int) -> str:
+    """One judged variant, as the run's live status says it."""
+    head = f"tune: {number} of {total} variants judged; {variant.name}"
+    if variant.timed:
+        return f"{head}: {variant.profile.get('speedup_vs_eager') or 0:.2f}x vs eager"
+    return f"{head}: not timed ({variant.why()[:120]})"
 
 
 def _why(verdict: dict) -> str:

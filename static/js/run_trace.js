@@ -161,7 +161,8 @@
         return p.trained ? started + " · trained: " + p.trained : started;
       case "running":
         return "turn " + p.turn + "/" + p.max_turns + " · " + count(p.tokens) + " tokens · " +
-          dollars(p.cost_usd) + " · " + duration(p.seconds || 0) + bestSummary(p.best);
+          dollars(p.cost_usd) + " · " + duration(p.seconds || 0) + bestSummary(p.best) +
+          (p.detail ? " · " + firstLine(p.detail) : "");
       case "requeued": return "requeued: " + firstLine(p.detail || "the worker was lost");
       case "cancel_requested": return "cancel requested: the agent stops at its next step";
       case "ended": return "run " + p.run_status + (p.outcome ? " (" + p.outcome + ")" : "") + (p.detail ? ": " + firstLine(p.detail) : "");

@@ -129,6 +129,10 @@ def test_a_tune_step_says_how_many_variants_were_timed(tmp_path, capsys, good_re
         {"name": "wrong", "files": {"model_new.py": wrong}},
     ]
     optimize(tmp_path, [{"calls": writes}, {"tool": "tune", "args": {"variants": variants}}])
-    line = capsys.readouterr().out.splitlines()[1]
+    lines = capsys.readouterr().out.splitlines()
+    # while the call ran, a line for each variant judged, then the turn's line
+    judged = [line.split(";")[0] for line in lines[1:3]]
+    assert judged == [f"turn   2/30 (tune: {n} of 2 variants judged" for n in (1, 2)], lines
+    line = lines[3]
     # the wrong one is never timed; the other is, unless a busy host held its clock
     assert re.search(r"^turn   2/30 \| tune [01]/2 timed(, fastest \d+\.\d\dx)? \|", line), line

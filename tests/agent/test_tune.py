@@ -52,6 +52,17 @@ def test_variants_are_ranked_recorded_and_the_fastest_is_kept(run_script, sessio
     assert text.startswith(f"tune: {len(timed)} of 3 variants verified and timed; fastest "), text
     assert table[0] == timed[0] and f'fastest "{timed[0]["name"]}"' in text
 
+    # each variant said on the run's status as it was judged, before the call's result
+    events = run.events
+    called = next(i for i, e in enumerate(events) if e["payload"].get("name") == "tune")
+    answered = next(i for i in range(called, len(events)) if events[i]["kind"] == "tool_result")
+    said = [e["payload"].get("detail") for e in events[called:answered] if e["kind"] == "status"]
+    assert [line.split(";")[0] for line in said] == [
+        f"tune: {n} of 3 variants judged" for n in (1, 2, 3)
+    ]
+    assert said[1].startswith("tune: 2 of 3 variants judged; wrong: not timed (")
+    assert "mismatch" in said[1]
+
     result = run.result
     assert len(result.candidates) == 3 and len(run.of_kind("candidate")) == 3
     assert [c.verified for c in result.candidates] == [True, False, True]  # in the order judged
