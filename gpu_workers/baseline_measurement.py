@@ -105,7 +105,7 @@ def _measured(problem_path: Path, device: str, protocol, workdir: Path) -> dict:
     """One measurement, in a fresh reference runner made ready before the GPU lock is taken (its
     start and torch.compile's imports, seconds of cpu work, hold no other timing back)."""
     reference = profile.ready_reference(problem_path, device)
-    with reference, gpu_lock.hold(device, "a baselines measurement"):
+    with reference, gpu_lock.hold(device, "a baselines measurement", quiet=True):
         return profile.measure_baselines(problem_path, device, protocol, workdir, reference)
 
 

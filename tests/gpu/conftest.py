@@ -94,9 +94,9 @@ def logged_steps(request, monkeypatch):
         hold = gpu_lock.hold
 
         @contextmanager
-        def logged_hold(device, what=""):
+        def logged_hold(device, what="", quiet=False):
             caller = "/".join(frame.name for frame in traceback.extract_stack(limit=6)[:-2])
-            with hold(device, what) as waited:
+            with hold(device, what, quiet) as waited:
                 started = time.monotonic()
                 try:
                     yield waited

@@ -198,7 +198,7 @@ def build(ws: Workspace, device: str) -> CompileResult:
             plan = _plan(ws, device, chain)
             ready = _cached_extension(chain, plan)
             if ready is None:
-                with gpu_lock.compiling(device):  # on cpu, no timing beside a build
+                with gpu_lock.compiling(device):  # no timing (cpu) or baselines (GPU) beside it
                     log, ext_dir = _link(ws, device, chain, plan)
     if ready is not None:
         return CompileResult(True, time.monotonic() - started, True, "", str(ready))

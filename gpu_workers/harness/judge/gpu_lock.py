@@ -7,8 +7,13 @@ runs a job per core): a re-grade timed while a run compiled beside it measured 0
 kernel that measured 1.43x alone. So there a build holds the same lock shared (`compiling`):
 builds never wait for each other, and a timing waits until every build under way has finished.
 A timing that waits goes through a turnstile that new builds must pass too, so a stream of
-overlapping builds cannot keep it waiting forever. On a GPU a build touches no device and takes
-no lock: only timing holds it."""
+overlapping builds cannot keep it waiting forever. On a GPU a build touches no device, and a
+judged step does not wait for builds; but baselines (eager and torch.compile, which carry more
+host work per call than a candidate) are measured `quiet`: no build under way beside them. On
+one H200 with four runs compiling, torch.compile measured a median 5% slower (up to 27%) than
+on a quieter host, and every ratio divided by it grew (threat 11, by the harness itself). There
+builds hold a lock of their own shared, and a quiet measurement holds it exclusively, through
+the same turnstile, before the GPU lock."""
 
 from __future__ import annotations
 
@@ -39,8 +44,10 @@ def held_seconds() -> float:
     return _held_s
 
 
-def _lock_path(device: str, suffix: str = "") -> Path:
-    name = f"gpu{settings.gpu_index()}" if device == "cuda" else "cpu"
+def _lock_path(device: str, suffix: str = "", host_wide: bool = False) -> Path:
+    """A lock file of this device (on a GPU host, of the worker's GPU), or with `host_wide` of
+    the whole host's builds: a host's GPUs share its cores."""
+    name = "cpu" if device != "cuda" else "gpus" if host_wide else f"gpu{settings.gpu_index()}"
     lock_dir = settings.cache_dir() / "locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
     return lock_dir / f"{name}{suffix}.lock"
@@ -58,25 +65,33 @@ def _flocked(path: Path, mode: int) -> Iterator[None]:
 
 @contextmanager
 def _turnstile(device: str) -> Iterator[None]:
-    """Passed by every cpu timing and build before the lock itself: a timing waits in it, so
-    builds that come after it wait for it."""
-    if device != "cpu":
+    """Passed by every build, and by every timing that waits for builds (on cpu all of them, on
+    a GPU the quiet ones), before its lock: a timing waits in it, so builds that come after it
+    wait for it."""
+    with _flocked(_lock_path(device, ".turnstile", host_wide=True), fcntl.LOCK_EX):
         yield
-        return
-    with _flocked(_lock_path(device, ".turnstile"), fcntl.LOCK_EX):
-        yield
+
+
+def _builds_lock(device: str) -> Path:
+    """What builds hold shared: on cpu the measurement lock itself, on a GPU host a lock of
+    their own, the host's, that only quiet measurements take exclusively."""
+    return _lock_path(device) if device == "cpu" else _lock_path(device, ".builds", host_wide=True)
 
 
 @contextmanager
-def hold(device: str, what: str = "") -> Iterator[float]:
-    """Blocks until this process owns the device (no other timing, and on cpu no build, under
-    way); yields the seconds it waited. `what` names the measurement for whoever waits behind
-    it (the holder's note) and for the log."""
+def hold(device: str, what: str = "", quiet: bool = False) -> Iterator[float]:
+    """Blocks until this process owns the device (no other timing, and on cpu, or where `quiet`,
+    no build under way); yields the seconds it waited. `what` names the measurement for whoever
+    waits behind it (the holder's note) and for the log. Baselines are measured quiet."""
     started = time.monotonic()
     what = what or "a measurement"
     with ExitStack() as held:
-        with _waiting_reported(device, what), _turnstile(device):
-            held.enter_context(_flocked(_lock_path(device), fcntl.LOCK_EX))
+        with _waiting_reported(device, what):
+            if device == "cpu" or quiet:
+                with _turnstile(device):
+                    held.enter_context(_flocked(_builds_lock(device), fcntl.LOCK_EX))
+            if device != "cpu":
+                held.enter_context(_flocked(_lock_path(device), fcntl.LOCK_EX))
         acquired = time.monotonic()
         log.debug("%s measurement lock taken after %.2f s", device, acquired - started)
         _note_holder(device, what)
@@ -134,12 +149,9 @@ def _waiting_reported(device: str, what: str) -> Iterator[None]:
 
 @contextmanager
 def compiling(device: str) -> Iterator[None]:
-    """Held while a build runs: on cpu the measurement lock shared, so no timing runs beside
-    a build; on a GPU nothing (a build takes no device time)."""
-    if device != "cpu":
-        yield
-        return
+    """Held while a build runs, shared: on cpu no timing runs beside a build, on a GPU no quiet
+    one (a build takes no device time, but it takes the host's cores)."""
     with ExitStack() as held:
         with _turnstile(device):
-            held.enter_context(_flocked(_lock_path(device), fcntl.LOCK_SH))
+            held.enter_context(_flocked(_builds_lock(device), fcntl.LOCK_SH))
         yield

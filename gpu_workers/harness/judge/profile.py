@@ -100,7 +100,8 @@ def baselines(
     if cached := _cached(path):
         return cached
     reference = ready_reference(problem_path, device, server)
-    with reference, gpu_lock.hold(device, f"baselines of problem {path.stem[:12]}"):
+    # quiet: no build beside it (gpu_lock's note on threat 11)
+    with reference, gpu_lock.hold(device, f"baselines of problem {path.stem[:12]}", quiet=True):
         if cached := _cached(path):  # measured by another process while this one waited
             return cached
         result = measure_baselines(problem_path, device, protocol, workdir, reference)

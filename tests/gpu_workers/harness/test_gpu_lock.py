@@ -27,7 +27,12 @@ import sys
 from pathlib import Path
 from gpu_workers.harness.judge import gpu_lock
 kind, device, marker = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-with getattr(gpu_lock, kind)(device, *sys.argv[4:]):  # a hold may say what it measures
+what = sys.argv[4:]  # a hold may say what it measures
+if kind == "quiet":  # baselines: a hold that no build runs beside
+    lock = gpu_lock.hold(device, *what, quiet=True)
+else:
+    lock = getattr(gpu_lock, kind)(device, *what)
+with lock:
     print("held", flush=True)
     sys.stdin.readline()
     marker.touch()  # before the lock is let go
@@ -41,11 +46,14 @@ def private_lock(tmp_path, monkeypatch):
 
 
 class Holder:
-    """A process holding `kind` (`hold` or `compiling`) of the device's lock until `release`;
-    with `wait=False` it may still be waiting for it when the constructor returns."""
+    """A process holding `kind` (`hold`, `quiet` or `compiling`) of the device's lock until
+    `release`, as the worker of GPU `gpu`; with `wait=False` it may still be waiting for it when
+    the constructor returns."""
 
-    def __init__(self, kind: str, device: str, tmp_path: Path, wait: bool = True, what: str = ""):
-        self.marker = tmp_path / f"{kind}-{device}-released"
+    def __init__(
+        self, kind: str, device: str, tmp_path: Path, wait: bool = True, what: str = "", gpu="0"
+    ):
+        self.marker = tmp_path / f"{kind}-{device}-{gpu}-released"
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -59,6 +67,7 @@ class Holder:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env={**os.environ, "KERNELARENA_GPU": gpu},
         )
         if wait:
             self.wait_held()
@@ -111,8 +120,28 @@ def test_builds_do_not_wait_for_each_other(tmp_path):
     assert taken_beside(Holder("compiling", "cpu", tmp_path), gpu_lock.compiling("cpu"))
 
 
-def test_on_a_gpu_a_build_takes_no_lock(tmp_path):
+def test_on_a_gpu_a_judged_step_does_not_wait_for_a_build(tmp_path):
     assert taken_beside(Holder("compiling", "cuda", tmp_path), gpu_lock.hold("cuda"))
+
+
+@pytest.mark.parametrize("builds_on_gpu", ["0", "1"])  # a host's GPUs share its cores
+def test_on_a_gpu_baselines_wait_for_every_build_on_the_host(tmp_path, builds_on_gpu):
+    """Known-bad, before quiet holds: baselines were measured beside four runs' builds, and
+    torch.compile came out a median 5% (up to 27%) slower than on a quieter host."""
+    builder = Holder("compiling", "cuda", tmp_path, gpu=builds_on_gpu)
+    assert not taken_beside(builder, gpu_lock.hold("cuda", "baselines", quiet=True))
+
+
+def test_on_a_gpu_a_build_waits_for_baselines_under_way(tmp_path):
+    assert not taken_beside(Holder("quiet", "cuda", tmp_path), gpu_lock.compiling("cuda"))
+
+
+def test_on_a_gpu_builds_do_not_wait_for_each_other(tmp_path):
+    assert taken_beside(Holder("compiling", "cuda", tmp_path), gpu_lock.compiling("cuda"))
+
+
+def test_baselines_hold_the_gpu_as_any_timing_does(tmp_path):
+    assert not taken_beside(Holder("quiet", "cuda", tmp_path), gpu_lock.hold("cuda"))
 
 
 def turnstile_taken() -> bool:

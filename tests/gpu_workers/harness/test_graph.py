@@ -275,8 +275,8 @@ def test_the_session_captures_once_in_its_reference_runner(tmp_path, monkeypatch
     events, real_hold, real_settle = [], gpu_lock.hold, runner_process.RunnerProcess.settle
 
     @contextmanager
-    def logged_hold(device, what=""):
-        with real_hold(device, what) as waited:
+    def logged_hold(device, what="", quiet=False):
+        with real_hold(device, what, quiet) as waited:
             events.append("lock")
             yield waited
 

@@ -87,9 +87,9 @@ def test_baselines_asked_for_by_two_at_once_are_measured_once(tmp_path, monkeypa
     arrived, stored_when_let_go, real_hold = threading.Semaphore(0), [], gpu_lock.hold
 
     @contextmanager
-    def observed_hold(device, what=""):
+    def observed_hold(device, what="", quiet=False):
         arrived.release()
-        with real_hold(device, what) as waited:
+        with real_hold(device, what, quiet) as waited:
             yield waited
             # what a process waiting on the lock would find the moment it is let go
             stored_when_let_go.append(bool(list((cache / "baselines").rglob("*.json"))))
