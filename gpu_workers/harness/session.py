@@ -59,10 +59,11 @@ EAGER_ALONE_FRESH_S = 300.0
 # for ten minutes, and every run sharing the GPU waited behind it.
 SLOWDOWN_LIMIT = 1000
 CALL_FLOOR_S = 30.0
-# Whether a session that will profile (an agent's) measures its problem's baselines while its
-# first sources compile (Session._measure_baselines_ahead): on a GPU a build takes no lock, so the
-# lock is idle then (four runs sharing an H200 spent their first 16 s compiling with nobody
-# timing); on the cpu target a build and a timing exclude each other, so nothing is gained.
+# Whether a session that will profile (an agent's) starts its problem's baselines while its first
+# sources compile (Session._measure_baselines_ahead): on a GPU the reference that measures them
+# gets ready (a process, torch.compile's imports) meanwhile, and the measurement, quiet, takes
+# the lock once the builds under way end (four runs sharing an H200 spent their first 16 s
+# compiling); on the cpu target the reference starts as quickly later, so nothing is gained.
 _BASELINES_AHEAD = {"cpu": False, "cuda": True}
 
 
