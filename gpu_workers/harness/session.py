@@ -63,7 +63,7 @@ CALL_FLOOR_S = 30.0
 # sources compile (Session._measure_baselines_ahead): on a GPU the reference that measures them
 # gets ready (a process, torch.compile's imports) meanwhile, and the measurement, quiet, takes
 # the lock once the builds under way end (four runs sharing an H200 spent their first 16 s
-# compiling); on the cpu target the reference starts as quickly later, so nothing is gained.
+# compiling); on the cpu target the reference's start would take the cores the build uses.
 _BASELINES_AHEAD = {"cpu": False, "cuda": True}
 
 
