@@ -32,7 +32,7 @@ from webapp.leaderboard.grading import enqueue_regrade
 from webapp.runs import model_keys
 from webapp.runs.lifecycle import end_event
 from webapp.runs.models import Run, RunKind, RunStatus
-from webapp.runs.trace import record_event
+from webapp.runs.trace import record_event, storable
 from webapp.work_kinds import RUN
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def _run_agent(run: Run) -> RunResult:
 
 
 def _finish(run: Run, result: RunResult | None, detail: str, gpu_seconds: float) -> str:
-    detail = without_traceback(detail, run.pk)
+    detail = storable(without_traceback(detail, run.pk))  # a finish summary is the model's
     with transaction.atomic():
         # Locked so that a cancel arriving now is either seen here or refused there. The best is
         # the one the recorder stored, ranked across attempts (result.best knows only this one).

@@ -9,26 +9,13 @@ the Run, not in the trace. (gpu_workers.heartbeat keeps the run's heartbeat.)
 
 from __future__ import annotations
 
-import math
-
 from django.db import transaction
 from django.db.models import Max
 
 from agent.candidates import beats
 from gpu_workers.shown_errors import without_traceback
 from webapp.runs.models import Candidate, Run, RunStatus
-from webapp.runs.trace import record_event
-
-
-def json_safe(value):
-    """JSON without NaN or infinity, which PostgreSQL's jsonb refuses: they become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
+from webapp.runs.trace import record_event, storable
 
 
 class TraceRecorder:
@@ -40,7 +27,7 @@ class TraceRecorder:
         self.candidate_offset = last or 0
 
     def __call__(self, event: dict) -> None:
-        kind, payload = event["kind"], json_safe(event["payload"])
+        kind, payload = event["kind"], storable(event["payload"])
         sources, usage = payload.pop("sources", {}), payload.pop("usage", None)
         if kind in ("error", "status"):  # a crash's traceback: for the log, not the trace
             for key in ("message", "detail"):

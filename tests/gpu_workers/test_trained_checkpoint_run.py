@@ -106,6 +106,14 @@ max_turns = {load_agent("scripted-demo").budget.max_turns}
     return str(path)
 
 
+def what_the_run_did(run, served: serving.ServedModel) -> str:
+    """Why a reproduction failed: the run's error, its calls and the model server's log."""
+    run.refresh_from_db()
+    events = run.events.order_by("seq").values_list("kind", "payload")
+    lines = [f"{kind}: {json.dumps(payload)[:600]}" for kind, payload in events]
+    return "\n".join([f"error: {run.error}", *lines, served.log.read_text()[-4000:]])
+
+
 @pytest.fixture
 def suite(alice, relu_scale) -> Suite:
     problem = make_problem(alice, relu_scale, public=True, valid=True)
@@ -134,7 +142,8 @@ def test_a_checkpoint_trained_on_the_demo_reproduces_it_through_the_site(
         monkeypatch.setenv("KERNELARENA_AGENTS_FILE", agents)
         evaluation = start_evaluation(suite, "tiny-rft", "cpu")
         run = evaluation.runs.get()
-        assert agent_run.run(run.pk, "test") == f"run {run.pk} succeeded", served.log.read_text()
+        outcome = agent_run.run(run.pk, "test")
+        assert outcome == f"run {run.pk} succeeded", what_the_run_did(run, served)
     finally:
         served.stop()
     assert regrade.regrade(run.pk, "test") == f"run {run.pk} re-graded: ranked"

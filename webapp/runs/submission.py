@@ -14,7 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
-from gpu_workers.harness.build.workspace_paths import MAX_FILE_BYTES, writable_path
+from gpu_workers.harness.build.workspace_paths import (
+    MAX_FILE_BYTES,
+    size_fault,
+    text_fault,
+    writable_path,
+)
 from gpu_workers.harness.vocabulary import device_for
 from webapp.errors import Unprocessable
 
@@ -33,14 +38,6 @@ class BadSubmission(Unprocessable):
     @property
     def reasons(self) -> list[str]:
         return self.problems
-
-
-def _too_big(name: str, size: int) -> str:
-    limit = MAX_FILE_BYTES
-    return (
-        f"{name} is {size:,} bytes; a file may be at most {limit:,} bytes ({limit // 1024} KiB): "
-        "split it into several kernel files"
-    )
 
 
 def check_files(files: object, gpu_type: str) -> dict[str, str]:
@@ -70,7 +67,7 @@ def check_files(files: object, gpu_type: str) -> dict[str, str]:
             problems.append(f"{rel} is given twice: send each file once")
             continue
         named.add(rel)
-        fault = _text_fault(rel, text)
+        fault = text_fault(rel, text)
         if fault:
             problems.append(fault)
         else:
@@ -84,21 +81,6 @@ def check_files(files: object, gpu_type: str) -> dict[str, str]:
     if problems:
         raise BadSubmission(problems)
     return checked
-
-
-def _text_fault(path: str, text: str) -> str | None:
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        return (
-            f"{path} is not valid UTF-8 text (character {exc.start} cannot be encoded): "
-            "save it as UTF-8"
-        )
-    if size > MAX_FILE_BYTES:
-        return _too_big(path, size)
-    if "\x00" in text:
-        return f"{path} contains a NUL character: send source text, not a binary file"
-    return None
 
 
 def path_for_upload(name: str) -> str:
@@ -118,7 +100,7 @@ def files_from_uploads(uploads: Iterable) -> dict[str, str]:
             problems.append(f"{upload.name} is chosen twice: choose each file once")
             continue
         if upload.size > MAX_FILE_BYTES:
-            problems.append(_too_big(upload.name, upload.size))
+            problems.append(size_fault(upload.name, upload.size))
             continue
         data = upload.read()
         try:

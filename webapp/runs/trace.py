@@ -8,6 +8,8 @@ a dropped connection can neither skip nor repeat one (runs/consumers.py relies o
 from __future__ import annotations
 
 import logging
+import math
+import re
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -21,6 +23,7 @@ from webapp.runs.models import Run, TraceEvent
 log = logging.getLogger(__name__)
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # a str's surrogates are lone ones
 END_STATE = "ended"  # the state of a run's last event (webapp.runs.lifecycle.end_event)
 
 
@@ -43,8 +46,24 @@ def event_json(event: TraceEvent) -> dict:
     }
 
 
+def storable(value):
+    """`value` as PostgreSQL stores it: a model writes what it likes, and jsonb and text refuse
+    NaN and infinity (they become null), the NUL character and lone surrogates (each becomes
+    U+FFFD, the replacement character). SQLite takes them all; the trace must not depend on it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {str(k): storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable(v) for v in value]
+    return value
+
+
 def record_event(run: Run, kind: str, payload: dict) -> TraceEvent:
     """Save the next event of `run`, numbered one past the last, and send it after commit."""
+    payload = storable(payload)
     with transaction.atomic():
         # Lock the run row so two writers of one run never take the same seq (PostgreSQL;
         # SQLite serialises writers anyway).

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from gpu_workers.harness import settings
 from gpu_workers.harness.build.workspace_paths import (
-    MAX_FILE_BYTES,
     READ_ONLY,
     relative_path,
+    text_fault,
     writable_path,
 )
 
@@ -43,8 +43,8 @@ class Workspace:
 
     def write_file(self, path: str, content: str) -> None:
         rel = self.check_writable(path)
-        if len(content.encode()) > MAX_FILE_BYTES:
-            raise ValueError(f"{rel} is larger than {MAX_FILE_BYTES // 1024} KiB")
+        if fault := text_fault(rel, content):
+            raise ValueError(fault)
         target = self.root / rel
         target.parent.mkdir(exist_ok=True)
         target.write_text(content)

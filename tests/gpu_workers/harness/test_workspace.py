@@ -38,6 +38,22 @@ def test_only_kernel_sources_and_model_new_are_writable(ws, path):
         ws.write_file(path, "x")
 
 
+@pytest.mark.parametrize(
+    ("content", "fault"),
+    [
+        ("int x;\n\x00", "contains a NUL character \\(line 2\\)"),
+        ("// \ud800", "not valid UTF-8 text"),
+        ("/" * (512 * 1024 + 1), "a file may be at most 524,288 bytes"),
+    ],
+    ids=["NUL", "lone surrogate", "too large"],
+)
+def test_only_source_text_is_written(ws, content, fault):
+    ws.write_file("kernels/op.cpp", "int x;")
+    with pytest.raises(ValueError, match=fault):
+        ws.write_file("kernels/op.cpp", content)
+    assert ws.read_file("kernels/op.cpp") == "int x;"  # what was there is kept
+
+
 def test_sources_are_what_the_agent_wrote(ws):
     ws.write_file("kernels/op.cpp", "int x;")
     ws.write_file("model_new.py", "class ModelNew: ...")

@@ -166,7 +166,7 @@ def test_it_takes_someone_elses_public_problem(alice, bob, relu_scale, run_hook)
         ),
         (
             lambda f: f.update({"kernels/nul.cpp": "int x;\x00"}),
-            "kernels/nul.cpp contains a NUL character: send source text, not a binary file",
+            "kernels/nul.cpp contains a NUL character (line 1): source files are text, not binary",
         ),
         (
             lambda f: f.update({"kernels/half.cpp": "// \ud800\n"}),  # a lone surrogate
