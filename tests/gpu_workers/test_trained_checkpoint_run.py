@@ -8,7 +8,7 @@ verifies with the demo's kernel, and the trace and the board show it as that che
 This tests the plumbing, not the model: the chat template the trainer renders and the server
 applies, the tool-call format the model learns and the server's parser reads, the checkpoint's
 provenance from its training record to the board. The model memorises three recordings of one
-session, whose compile and profile texts differ (times), so it learns to act past them. The
+session, whose profile texts differ (times), so it learns to act past them. The
 known-bad beside it is tests/agent/test_served_agent.py: the same model untrained writes no
 valid call."""
 
@@ -63,16 +63,22 @@ def python(*args: str) -> subprocess.CompletedProcess:
 
 
 def record_the_demo(folder) -> list[str]:
-    """The scripted-demo agent's session on relu_scale, recorded as a user records one."""
-    files = []
-    for n in range(RECORDINGS):
-        out = folder / f"demo-{n}"
-        python(
-            *("-m", "agent", "optimize", str(PROBLEM), "--agent", "scripted-demo"),
-            *("--device", "cpu", "--out", str(out)),
-        )
-        files.append(str(out / "trajectory.jsonl"))
-    return files
+    """The scripted-demo agent's session on relu_scale, recorded as a user records one. A
+    session on a cold cache is run first and not kept: its compile says "OK (29.1 s)" where the
+    later ones, and the run through the site, say "OK (0.0 s, cached)". Trained on one of each,
+    the model's margin for its next call fell to -1.7 logits on some data (it learns positions
+    as much as text, and the two texts differ in length); on sessions that all saw the cache
+    it is above 5 on every call that leads to the verified kernel."""
+    session(folder / "warm-up")
+    return [session(folder / f"demo-{n}") for n in range(RECORDINGS)]
+
+
+def session(out) -> str:
+    python(
+        *("-m", "agent", "optimize", str(PROBLEM), "--agent", "scripted-demo"),
+        *("--device", "cpu", "--out", str(out)),
+    )
+    return str(out / "trajectory.jsonl")
 
 
 def demo_sources() -> dict[str, str]:
