@@ -6,8 +6,11 @@ Entrants are measured on the same problems, the same way:
 - a person: their submissions to the suite's problems (their best re-graded one per problem);
 - a compiler: torch.compile (max-autotune), from the stored baselines.
 Only re-graded, clean results count (leaderboard.Grade, `ranked`); those held under review are
-listed apart. Every share is over the suite's valid problems, so a problem an entrant did not
-solve counts against it. DEFINITIONS says what each column means; pages, API and report link to
+listed apart. Every entrant's speedups divide the suite's stored baselines (suites.Baseline, the
+columns the report and the pages show) by its re-graded time, so all are over one measurement of
+eager and torch.compile; a problem without stored baselines falls back on the re-grade's own.
+Every share is over the suite's valid problems, so a problem an entrant did not solve counts
+against it. DEFINITIONS says what each column means; pages, API and report link to
 it. Rows from papers (suites.ReportedResult) are returned apart and never ranked.
 """
 
@@ -27,7 +30,7 @@ from django.db.models import (
     QuerySet,
     Subquery,
 )
-from django.db.models.functions import Exp, Ln
+from django.db.models.functions import Coalesce, Exp, Ln, NullIf
 
 from agent.config import describe_training
 from webapp.leaderboard.models import Grade, GradeStatus
@@ -86,7 +89,10 @@ DEFINITIONS: list[tuple[str, str, str]] = [
         "geomean_speedup_vs_compile",
         "Geomean vs compile",
         "Geometric mean, over the problems with "
-        "a ranked result, of the speedup over torch.compile (default mode): exp(mean(ln speedup)).",
+        "a ranked result, of the speedup over torch.compile (default mode): exp(mean(ln speedup)). "
+        "Every speedup is the problem's stored baseline time (the one the report shows) ÷ the "
+        "re-graded time, the same baselines for every entrant; a problem without a stored time "
+        "uses the re-grade's own.",
     ),
     (
         "geomean_coverage",
@@ -184,13 +190,24 @@ def results(suite: Suite, gpu_type: str, protocol: str, entrant: Entrant) -> Que
     )
     # The entrant's fastest ranked result per problem (a person may submit several times).
     fastest = ranked.filter(run__problem=OuterRef("run__problem")).order_by("candidate_ms", "pk")
+    stored = Baseline.objects.filter(
+        problem=OuterRef("run__problem"), gpu_type=gpu_type, protocol=protocol
+    )
     return ranked.filter(pk=Subquery(fastest.values("pk")[:1])).annotate(
         problem=F("run__problem"),
         ms=F("candidate_ms"),
-        s_eager=F("speedup_vs_eager"),
-        s_compile=F("speedup_vs_compile"),
+        s_eager=_over_stored(stored, "eager_ms", "speedup_vs_eager"),
+        s_compile=_over_stored(stored, "compile_ms", "speedup_vs_compile"),
         sol=F("sol_fraction"),
     )
+
+
+def _over_stored(stored: QuerySet, baseline: str, own: str) -> Coalesce:
+    """The stored baseline's time over the result's, or the re-grade's own ratio where no time
+    is stored (a failed or unmeasured baseline: NULL or 0 divides into NULL)."""
+    time = NullIf(Subquery(stored.values(baseline)[:1]), 0.0)
+    ratio = ExpressionWrapper(time / NullIf(F("candidate_ms"), 0.0), output_field=FloatField())
+    return Coalesce(ratio, F(own), output_field=FloatField())
 
 
 def _ratio(numerator: str, denominator: str) -> ExpressionWrapper:

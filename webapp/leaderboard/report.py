@@ -59,8 +59,8 @@ def markdown(suite: Suite, gpu_type: str, protocol: str | None = None, command: 
         "",
         "## Per problem",
         "",
-        f"{board['problems']} valid problems. Cells: time in ms (speedup vs torch.compile). "
-        "Only re-graded, clean results count.",
+        f"{board['problems']} valid problems. Cells: time in ms (speedup vs torch.compile: "
+        "this row's compile ms ÷ the time). Only re-graded, clean results count.",
         "",
     ]
     headings = ["problem", "eager ms", "compile ms", "max-autotune ms", "SOL ms", *labels]

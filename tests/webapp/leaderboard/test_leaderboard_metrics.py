@@ -27,6 +27,7 @@ from tests.webapp.conftest import make_problem
 from webapp.leaderboard import metrics
 from webapp.leaderboard.formatting import cells
 from webapp.leaderboard.models import Grade, GradeStatus
+from webapp.leaderboard.problem_results import problem_results
 from webapp.problems.models import Problem, ProblemStatus
 from webapp.runs.models import Candidate, Run, RunKind, RunStatus
 from webapp.suites.models import Baseline, Evaluation, ReportedResult, Suite, SuiteProblem
@@ -139,17 +140,19 @@ def world(alice, bob, relu_scale) -> dict:
     elsewhere = evaluation(other_suite, alice, "fusion")
     ranked_run(alice, outside, evaluation=elsewhere, s_compile=9.0)
 
+    # Each speedup is a stored baseline (below) over the time: P1's compile 2.0 / 1.0 ms. The
+    # re-grade's own (s_compile, s_eager) count only where no baseline is stored.
     f1 = ranked_run(
         alice, p1, evaluation=fusion, tokens=(1000, 200), dollars=0.30, gpu_seconds=30,
-        ms=0.5, s_compile=2.0, s_eager=4.0, sol=0.9,
+        ms=1.0, s_compile=2.0, s_eager=4.0, sol=0.9,
     )  # fmt: skip
     f2 = ranked_run(
         alice, p2, evaluation=fusion, tokens=(800, 200), dollars=0.20, gpu_seconds=24,
-        ms=1.0, s_compile=1.05, s_eager=1.0, sol=0.4,
+        ms=2.0, s_compile=1.05, s_eager=1.0, sol=0.4,
     )  # fmt: skip
     f3 = ranked_run(
         alice, p3, evaluation=fusion, tokens=(1500, 300), dollars=0.45, gpu_seconds=45,
-        ms=2.0, s_compile=0.5, s_eager=0.8, sol=0.2,
+        ms=4.0, s_compile=0.5, s_eager=0.75, sol=0.2,
     )  # fmt: skip
     f4 = run(
         alice, p4, evaluation=fusion, status=FAILED, tokens=(3000, 600), dollars=0.90
@@ -166,8 +169,8 @@ def world(alice, bob, relu_scale) -> dict:
 
     # Agent "naive": two ranked results, three failed runs.
     naive = evaluation(suite, bob, "naive")
-    ranked_run(bob, p1, evaluation=naive, ms=0.9, s_compile=1.2, s_eager=2.4, sol=0.6)
-    ranked_run(bob, p2, evaluation=naive, ms=1.3, s_compile=0.9, s_eager=1.8, sol=0.3)
+    ranked_run(bob, p1, evaluation=naive, ms=5 / 3, s_compile=1.2, s_eager=2.4, sol=0.6)
+    ranked_run(bob, p2, evaluation=naive, ms=7 / 3, s_compile=0.9, s_eager=6 / 7, sol=0.3)
     for member in (p3, p4, p5):
         run(bob, member, evaluation=naive, status=FAILED, tokens=(500, 100), dollars=0.05)
 
@@ -176,7 +179,9 @@ def world(alice, bob, relu_scale) -> dict:
     sub = {"kind": RunKind.SUBMISSION}
     a1 = ranked_run(alice, p1, **sub, gpu_seconds=6, ms=0.8, s_compile=2.5, s_eager=5.0, sol=0.7)
     ranked_run(alice, p1, **sub, gpu_seconds=9, ms=1.0, s_compile=2.6, s_eager=4.0, sol=0.56)
-    ranked_run(alice, p2, **sub, gpu_seconds=12, ms=2.0, s_compile=0.95, s_eager=1.05, sol=0.3)
+    ranked_run(
+        alice, p2, **sub, gpu_seconds=12, ms=42 / 19, s_compile=0.95, s_eager=19 / 21, sol=0.3
+    )
     # Alice's that must not count: other GPU type, other protocol, not ended, outside the
     # suite, and an agent run that is no submission and in no evaluation.
     ranked_run(alice, p1, **sub, gpu_type="a100", ms=0.01, s_compile=99.0)
@@ -266,8 +271,8 @@ def test_the_latest_evaluation_of_an_agent(world):
     assert fusion["fast_1_05_vs_eager"] == pytest.approx(0.2)  # 4.0 → 1 / 5
     # (2.0 × 1.05 × 0.5)^(1/3) = 1.05^(1/3)
     assert fusion["geomean_speedup_vs_compile"] == pytest.approx(1.05 ** (1 / 3))
-    # (4.0 × 1.0 × 0.8)^(1/3) = 3.2^(1/3)
-    assert fusion["geomean_speedup_vs_eager"] == pytest.approx(3.2 ** (1 / 3))
+    # (4.0 × 1.0 × 0.75)^(1/3) = 3^(1/3)
+    assert fusion["geomean_speedup_vs_eager"] == pytest.approx(3 ** (1 / 3))
     assert fusion["geomean_coverage"] == pytest.approx(0.6)  # 3 / 5
     assert fusion["median_sol_fraction"] == pytest.approx(0.4)  # [0.2, 0.4, 0.9]: the middle
     assert fusion["attempted"] == 5  # P1…P5 ended (P4 failed)
@@ -287,10 +292,10 @@ def test_an_agent_with_an_even_number_of_ranked_results(world):
     assert naive["correct_rate"] == pytest.approx(0.4)  # 2 / 5
     assert naive["fast_1_0_vs_compile"] == pytest.approx(0.2)  # 1.2 → 1 / 5
     assert naive["fast_1_05_vs_compile"] == pytest.approx(0.2)  # 1.2
-    assert naive["fast_1_0_vs_eager"] == pytest.approx(0.4)  # 2.4, 1.8
-    assert naive["fast_1_05_vs_eager"] == pytest.approx(0.4)
+    assert naive["fast_1_0_vs_eager"] == pytest.approx(0.2)  # 2.4 (6/7 is not)
+    assert naive["fast_1_05_vs_eager"] == pytest.approx(0.2)
     assert naive["geomean_speedup_vs_compile"] == pytest.approx(1.08**0.5)  # √(1.2 × 0.9)
-    assert naive["geomean_speedup_vs_eager"] == pytest.approx(4.32**0.5)  # √(2.4 × 1.8)
+    assert naive["geomean_speedup_vs_eager"] == pytest.approx((2.4 * 6 / 7) ** 0.5)
     assert naive["geomean_coverage"] == pytest.approx(0.4)
     assert naive["median_sol_fraction"] == pytest.approx(0.45)  # (0.3 + 0.6) / 2
     assert (naive["attempted"], naive["runs"]) == (5, 5)
@@ -307,10 +312,10 @@ def test_a_persons_best_submission_per_problem(world):
     # P1 counts with its fastest submission (0.8 ms: 2.5×), not the 2.6× one of 1.0 ms.
     assert alice["fast_1_0_vs_compile"] == pytest.approx(0.2)  # 2.5 → 1 / 5
     assert alice["fast_1_05_vs_compile"] == pytest.approx(0.2)
-    assert alice["fast_1_0_vs_eager"] == pytest.approx(0.4)  # 5.0, 1.05
-    assert alice["fast_1_05_vs_eager"] == pytest.approx(0.4)  # 5.0, 1.05 (inclusive)
+    assert alice["fast_1_0_vs_eager"] == pytest.approx(0.2)  # 5.0 (19/21 is not)
+    assert alice["fast_1_05_vs_eager"] == pytest.approx(0.2)
     assert alice["geomean_speedup_vs_compile"] == pytest.approx(2.375**0.5)  # √(2.5 × 0.95)
-    assert alice["geomean_speedup_vs_eager"] == pytest.approx(5.25**0.5)  # √(5.0 × 1.05)
+    assert alice["geomean_speedup_vs_eager"] == pytest.approx((5.0 * 19 / 21) ** 0.5)
     assert alice["geomean_coverage"] == pytest.approx(0.4)
     assert alice["median_sol_fraction"] == pytest.approx(0.5)  # (0.3 + 0.7) / 2
     assert alice["attempted"] == 2  # P1, P2
@@ -390,7 +395,8 @@ def test_results_under_review_are_listed_apart(world):
 def test_another_gpu_type_or_protocol_has_its_own_board(world):
     a100 = metrics.board(world["suite"], "a100")
     # fusion's a100 evaluation (P4, ranked), alice's a100 submission (P1), the a100 baseline (P1)
-    # each fast₁.₀ 1/5; geomeans 99 (alice), 9.0 / 0.1 = 90 (compiler), 1.0 (fusion)
+    # each fast₁.₀ 1/5; geomeans 9.0 / 0.01 = 900 (alice, over the a100 baseline), 9.0 / 0.1 =
+    # 90 (compiler), 1.0 (fusion: P4 has no a100 baseline, so the re-grade's own)
     assert [(data["entrant"], data["correct"]) for data in a100["rows"]] == [
         ("alice", 1),
         (metrics.COMPILER, 1),
@@ -486,3 +492,34 @@ def test_a_trained_agents_row_says_what_it_was_trained_from(world, alice):
     # known-bad beside it: an agent, a person and the compiler that are no checkpoint say nothing
     assert {rows[name]["trained"] for name in ("fusion", "alice", metrics.COMPILER)} == {None}
     assert dict(cells(rows["fusion"], ["entrant"])) == {"entrant": "fusion"}
+
+
+def test_speedups_divide_the_stored_baselines_not_the_regrades_own(alice, relu_scale):
+    """The board, the report's cells and the charts divide the baselines the report's columns
+    show by the re-graded time: on level 1's 1_Square (H200) the re-grade measured torch.compile
+    at 0.4284 ms beside four builds, and its own 1.26x stood beside columns that say 0.3377 ms
+    for compile and 0.3408 ms for the kernel (0.99x). Where no time is stored (compile failed),
+    the re-grade's own ratio is all there is. Known-bad before: 1.26x, fast₁.₀ vs compile 1/2."""
+    suite = Suite.objects.create(name="square", protocol=PROTOCOL)
+    square, failed = (problem(alice, relu_scale, n, f"S{n}") for n in (31, 32))
+    for position, member in enumerate((square, failed), start=1):
+        SuiteProblem.objects.create(
+            suite=suite, problem=member, name=member.title, position=position
+        )
+    Baseline.objects.create(
+        problem=square, gpu_type=GPU, protocol=PROTOCOL, eager_ms=0.6816, compile_ms=0.3377
+    )
+    Baseline.objects.create(
+        problem=failed, gpu_type=GPU, protocol=PROTOCOL, eager_ms=2.0, compile_ms=None
+    )
+    fusion = evaluation(suite, alice, "fusion")
+    ranked_run(alice, square, evaluation=fusion, ms=0.3408, s_compile=1.26, s_eager=2.2)
+    ranked_run(alice, failed, evaluation=fusion, ms=1.0, s_compile=0.8, s_eager=9.0)
+
+    row = rows_by_entrant(metrics.board(suite, GPU))["fusion"]
+    assert row["fast_1_0_vs_compile"] == 0.0  # 0.99 and 0.8
+    assert row["geomean_speedup_vs_compile"] == pytest.approx((0.3377 / 0.3408 * 0.8) ** 0.5)
+    assert row["geomean_speedup_vs_eager"] == pytest.approx((0.6816 / 0.3408 * 2.0) ** 0.5)
+    per_problem = problem_results(suite, GPU, PROTOCOL)["problems"]
+    shown = {entry["name"]: entry["results"]["fusion"]["s_compile"] for entry in per_problem}
+    assert shown == {"S31": pytest.approx(0.3377 / 0.3408), "S32": pytest.approx(0.8)}
