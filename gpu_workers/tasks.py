@@ -35,6 +35,7 @@ from gpu_workers import (
     machine_warm_up,
     problem_validation,
     regrade,
+    rollout,
     waiting_work,
 )
 from gpu_workers.harness.vocabulary import device_for
@@ -43,9 +44,11 @@ from webapp.celery import (
     CHECK_AGENTS,
     MEASURE_BASELINES,
     REGRADE_RUN,
+    ROLLOUT_EPISODE,
     RUN_AGENT,
     VALIDATE_PROBLEM,
     app,
+    rollout_results,
 )
 from webapp.problems.validation import fail_overdue_validations
 from webapp.runs.recovery import note_workers_stopping, reap_stale_runs
@@ -78,6 +81,15 @@ def measure_baselines(baseline_id: int, repeats: int = 1) -> str:
 @app.task(name=REGRADE_RUN, **_limits(settings.REGRADE_TIME_LIMIT_S))
 def regrade_run(run_id: int) -> str:
     return regrade.regrade(run_id, agent_run.worker_name())
+
+
+# A run's kind of work, on the run queue; its result goes back to the trainer that sent it.
+@app.task(name=ROLLOUT_EPISODE, ignore_result=False, **_limits(settings.RUN_TIME_LIMIT_S))
+def rollout_episode(problem: dict, policy_url: str, max_turns: int, gpu_type: str) -> dict:
+    return rollout.rollout(problem, policy_url, max_turns, gpu_type)
+
+
+rollout_episode.backend = rollout_results()
 
 
 @app.task(name=CHECK_AGENTS, time_limit=300)

@@ -25,6 +25,18 @@ RUN_AGENT = "gpu_workers.tasks.run_agent"
 MEASURE_BASELINES = "gpu_workers.tasks.measure_baselines"
 REGRADE_RUN = "gpu_workers.tasks.regrade_run"
 CHECK_AGENTS = "gpu_workers.tasks.check_agents"
+ROLLOUT_EPISODE = "gpu_workers.tasks.rollout_episode"
+
+
+def rollout_results():
+    """Where a rollout's result waits for the trainer that sent it (gpu_workers/rollout.py), in
+    the broker's Redis, for an hour. The rollout task alone has it: a site-wide result store
+    would make every task the web process sends subscribe to a result nobody reads (Celery's
+    Redis store does on each send)."""
+    from celery.app.backends import by_url
+
+    backend, url = by_url(app.conf.broker_url)  # redis+socket://PATH: the store's socket://PATH
+    return backend(app=app, url=url, expires=3600)
 
 
 def send_validation(problem_id: int) -> None:

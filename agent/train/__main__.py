@@ -74,6 +74,15 @@ def main(argv: list[str] | None = None) -> int:
         default=4,
         help="episodes of a batch at once (the harness's GPU lock orders their timing)",
     )
+    grpo.add_argument(
+        "--rollouts-on",
+        default="",
+        metavar="GPU_TYPE",
+        help="run each rollout on one of the site's workers of this GPU type (Celery, through "
+        "REDIS_URL), which asks this process's policy endpoint for its replies",
+    )
+    grpo.add_argument("--policy-host", default="127.0.0.1", help="where the endpoint listens")
+    grpo.add_argument("--policy-port", type=int, default=0, help="0: a free port")
     grpo.add_argument("--steps", type=int, default=100)
     grpo.add_argument("--learning-rate", type=float, default=1e-6)
     grpo.add_argument("--temperature", type=float, default=1.0)
@@ -84,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _grpo(args) -> int:
-    from agent.train import grpo
+    from agent.train import grpo, worker_rollouts
 
     options = {k: v for k, v in vars(args).items() if k != "command"}
     plan = grpo.GrpoPlan(**options)
@@ -95,7 +104,11 @@ def _grpo(args) -> int:
         print(f"agent.train grpo: {error}", file=sys.stderr)
         return 2
     # what fails once training runs is no bad input: it ends with its traceback
-    summary = grpo.train(plan)
+    try:
+        summary = grpo.train(plan)
+    except worker_rollouts.NoRolloutWorkers as error:  # checked before the model loads
+        print(f"agent.train grpo: {error}", file=sys.stderr)
+        return 2
     print(json.dumps({k: summary[k] for k in ("steps", "rollouts", "rewards", "seconds")}))
     print(f"checkpoint: {plan.output}")
     return 0

@@ -6,7 +6,7 @@ verdict blamed on the infrastructure, a crash) says so: it is the machine's, not
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from agent.config import AgentConfig, Budget
 from agent.loop import Agent
@@ -21,6 +21,14 @@ class Episode:
     record: dict  # the trajectory (agent/trajectory.py)
     reward: int
     harness_failed: bool
+
+    def to_json(self) -> dict:
+        """What a worker sends back for a rollout it ran (gpu_workers/rollout.py)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Episode:
+        return cls(**data)
 
 
 def run_episode(problem: dict, backend, device: str, max_turns: int) -> Episode:
@@ -45,14 +53,19 @@ def run_episodes(
     the machine failed is run again once; failed again, it says so (the trainer drops it)."""
 
     def episode(problem: dict) -> Episode:
-        for _ in range(HARNESS_ATTEMPTS):
-            done = run_episode(problem, backend, device, max_turns)
-            if not done.harness_failed:
-                break
-        return done
+        return run_episode_retried(problem, backend, device, max_turns)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         return list(pool.map(episode, problems))
+
+
+def run_episode_retried(problem: dict, backend, device: str, max_turns: int) -> Episode:
+    """run_episode, once more where the machine failed it."""
+    for _ in range(HARNESS_ATTEMPTS):
+        done = run_episode(problem, backend, device, max_turns)
+        if not done.harness_failed:
+            break
+    return done
 
 
 def harness_failed(record: dict) -> bool:

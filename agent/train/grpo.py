@@ -9,6 +9,7 @@ again, its reward is withheld (None) and its tokens are all masked, so it moves 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import time
@@ -16,8 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agent.config import TRAINING_RECORD
-from agent.train import chat_format, episodes
+from agent.train import chat_format, episodes, worker_rollouts
 from agent.train.policy_backend import PolicyBackend
+from agent.train.policy_server import PolicyServer
 from agent.train.trainer_setup import load_policy, shared_arguments
 from agent.trajectory import write_trajectory
 
@@ -35,6 +37,11 @@ class GrpoPlan:
     max_new_tokens: int = 1024
     num_generations: int = 4
     concurrent_rollouts: int = 4  # episodes of a batch at once (threads sharing the policy)
+    # a GPU type: each rollout runs on one of the site's workers of that type, asking the policy
+    # served by this process at policy_host:policy_port (0: a free port) for its replies
+    rollouts_on: str = ""
+    policy_host: str = "127.0.0.1"
+    policy_port: int = 0
     steps: int = 100
     learning_rate: float = 1e-6
     temperature: float = 1.0
@@ -78,7 +85,9 @@ def token_logprobs(model, prompt_ids: list[int], completion_ids: list[int]) -> l
     return torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None])[:, 0].tolist()
 
 
-def make_rollout(plan: GrpoPlan, problems: dict[str, dict], tokenizer, log: list):
+def make_rollout(
+    plan: GrpoPlan, problems: dict[str, dict], tokenizer, log: list, server: PolicyServer | None
+):
     def rollout(prompts: list, trainer) -> dict:
         model = trainer.model_wrapped if hasattr(trainer, "model_wrapped") else trainer.model
         model = getattr(model, "module", model)
@@ -87,13 +96,7 @@ def make_rollout(plan: GrpoPlan, problems: dict[str, dict], tokenizer, log: list
         )
         out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
         out["milestone_reward"] = []
-        batch = episodes.run_episodes(
-            [problems[name] for name in prompts],
-            backend,
-            plan.device,
-            plan.max_turns,
-            plan.concurrent_rollouts,
-        )
+        batch = run_batch(plan, [problems[name] for name in prompts], backend, server)
         for name, episode in zip(prompts, batch, strict=True):
             # every rollout as a trajectory (agent/trajectory.py), to read what the policy did
             write_trajectory(Path(plan.output) / ROLLOUTS, episode.record, append=True)
@@ -118,6 +121,21 @@ def make_rollout(plan: GrpoPlan, problems: dict[str, dict], tokenizer, log: list
     return rollout
 
 
+def run_batch(
+    plan: GrpoPlan, batch: list[dict], backend: PolicyBackend, server: PolicyServer | None
+) -> list[episodes.Episode]:
+    """The batch's episodes: in this process's threads, or on the site's workers, which ask
+    `server` (answering with this step's weights) for each reply."""
+    if server is None:
+        return episodes.run_episodes(
+            batch, backend, plan.device, plan.max_turns, plan.concurrent_rollouts
+        )
+    server.backend = backend
+    return worker_rollouts.run_episodes_on_workers(
+        batch, server.url, plan.rollouts_on, plan.max_turns
+    )
+
+
 def milestone_reward(prompts, completions, milestone_reward, **_) -> list[float | None]:
     """The harness's reward of each rollout, as its episode earned it (None: withheld)."""
     return list(milestone_reward)
@@ -140,11 +158,14 @@ def train(plan: GrpoPlan) -> dict:
         # under accelerate launch: each rank's rollouts judged on its own GPU (the harness pins
         # its sandboxes to KERNELARENA_GPU, by the host's numbering, and refuses a judge elsewhere)
         os.environ.setdefault("KERNELARENA_GPU", rank_gpu(os.environ))
+    if plan.rollouts_on:
+        worker_rollouts.check_workers(plan.rollouts_on)
     model, tokenizer, bf16 = load_policy(plan.base, plan.precision)
     tokenizer.padding_side = "left"
     Path(plan.output).mkdir(parents=True, exist_ok=True)
     (Path(plan.output) / ROLLOUTS).unlink(missing_ok=True)  # this run's rollouts only
     log: list[dict] = []
+    server = PolicyServer(None, plan.policy_host, plan.policy_port) if plan.rollouts_on else None
     config = GRPOConfig(
         **shared_arguments(plan.output, plan.seed, bf16),
         max_steps=plan.steps,
@@ -159,10 +180,11 @@ def train(plan: GrpoPlan) -> dict:
         args=config,
         train_dataset=Dataset.from_list([{"prompt": name} for name in problems]),
         processing_class=tokenizer,
-        rollout_func=make_rollout(plan, problems, tokenizer, log),
+        rollout_func=make_rollout(plan, problems, tokenizer, log, server),
     )
     started = time.monotonic()
-    result = trainer.train()
+    with server or contextlib.nullcontext():
+        result = trainer.train()
     seconds = time.monotonic() - started
     output = Path(plan.output)
     output.mkdir(parents=True, exist_ok=True)
