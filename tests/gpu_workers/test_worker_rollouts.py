@@ -30,13 +30,15 @@ RELU_SCALE = {
 }
 
 
-@pytest.fixture
-def rollout_worker(redis_server, tmp_path):
-    """A worker of the cpu run queue, as `make run` starts one, once it answers."""
+@pytest.fixture(scope="module")
+def rollout_worker(redis_server, django_db_setup, tmp_path_factory):
+    """A worker of the cpu run queue, as `make run` starts one, once it answers (one for the
+    file: it starts in 10-20 s, and rollouts leave nothing behind in the database). After
+    django_db_setup, so that it opens the test database."""
     import redis
 
     redis.Redis.from_url(redis_server).delete(*CPU_QUEUES)
-    stack = LiveStack(tmp_path)
+    stack = LiveStack(tmp_path_factory.mktemp("rollout-worker"))
     stack.start_worker("rollouts", ("run",))
     stack.wait_for(lambda: _taken("cpu"), 120, "the worker to take gpu.cpu.run")
     yield stack
@@ -85,12 +87,14 @@ def test_grpo_steps_whose_rollouts_ran_on_the_worker(rollout_worker, tmp_path):
         learning_rate=1e-4,
         rollouts_on="cpu",
     )
+    log = rollout_worker.folder / "rollouts.log"
+    before = len(log.read_text().splitlines())
     summary = grpo.train(plan)
     assert summary["steps"] == 2 and summary["rollouts"] == 4
     # a random model writes no tool call: every episode ended with no candidate, reward -1
     assert summary["rewards"] == [FAILURE] * 4 and summary["harness_failures"] == 0
-    log = (rollout_worker.folder / "rollouts.log").read_text().splitlines()
-    ran = [line for line in log if "rollout_episode[" in line and "succeeded" in line]
+    lines = log.read_text().splitlines()[before:]
+    ran = [line for line in lines if "rollout_episode[" in line and "succeeded" in line]
     assert len(ran) == 4, rollout_worker.logs()  # every one ran on the worker
 
 
