@@ -28,15 +28,20 @@ CHECK_AGENTS = "gpu_workers.tasks.check_agents"
 ROLLOUT_EPISODE = "gpu_workers.tasks.rollout_episode"
 
 
+# Longer than a trainer waits for a batch (agent/train/worker_rollouts.py): a rollout that ends
+# early keeps its result while the trainer still waits for one sent before it.
+ROLLOUT_RESULT_KEPT_S = 8 * 3600
+
+
 def rollout_results():
     """Where a rollout's result waits for the trainer that sent it (gpu_workers/rollout.py), in
-    the broker's Redis, for an hour. The rollout task alone has it: a site-wide result store
-    would make every task the web process sends subscribe to a result nobody reads (Celery's
-    Redis store does on each send)."""
+    the broker's Redis. The rollout task alone has it: a site-wide result store would make every
+    task the web process sends subscribe to a result nobody reads (Celery's Redis store does on
+    each send)."""
     from celery.app.backends import by_url
 
     backend, url = by_url(app.conf.broker_url)  # redis+socket://PATH: the store's socket://PATH
-    return backend(app=app, url=url, expires=3600)
+    return backend(app=app, url=url, expires=ROLLOUT_RESULT_KEPT_S)
 
 
 def send_validation(problem_id: int) -> None:

@@ -7,9 +7,12 @@ The trainer joins the site's broker as a `manage.py` command does (REDIS_URL, or
 
 from __future__ import annotations
 
+import time
+
 from agent.train.episodes import Episode
 
-# How long a rollout may take from its sending, its wait in the queue included.
+# How long a batch's rollouts may take from their sending, their wait in the queue included
+# (each result is kept for longer: webapp.celery.ROLLOUT_RESULT_KEPT_S).
 WAIT_S = 4 * 3600
 
 
@@ -30,10 +33,11 @@ def run_episodes_on_workers(
         for problem in problems
     ]
     sent = [app.AsyncResult(task.id, backend=results) for task in sent]
-    episodes = []
+    episodes, deadline = [], time.monotonic() + WAIT_S
     for problem, result in zip(problems, sent, strict=True):
         try:
-            episodes.append(Episode.from_json(result.get(timeout=WAIT_S)))
+            left = max(1.0, deadline - time.monotonic())
+            episodes.append(Episode.from_json(result.get(timeout=left)))
         except Exception as error:
             name = problem.get("name", "a problem")
             raise RuntimeError(f"the rollout of {name} on {queue} failed: {error!r}") from error
