@@ -14,7 +14,7 @@ from gpu_workers.harness.judge import runner_replies
 from gpu_workers.harness.judge.channel import NO_ANSWER, Channel, RunnerGone
 from gpu_workers.harness.judge.fork_server import ForkServer, ForkServerFailed, end_process
 from gpu_workers.harness.sandbox import launch as sandbox
-from gpu_workers.harness.sandbox.child_output import OutputTail
+from gpu_workers.harness.sandbox.child_output import OutputTail, readable
 from gpu_workers.harness.sandbox.freezer import Census, Freezer, NotStopped
 
 # cpu: fresh allocations hold a garbage pattern, the host's stand-in for NaN-filling free GPU
@@ -209,7 +209,7 @@ class RunnerProcess:
         return f"the {self.role} process exited with status {code}" + (f": {tail}" if tail else "")
 
     def output_tail(self, limit: int = 600) -> str:
-        text = self._log.data().decode("utf-8", "replace").strip()
+        text = readable(self._log.data()).strip()
         return sandbox.last_line(text)[:limit] if text else ""
 
     def close(self) -> None:

@@ -62,5 +62,11 @@ class OutputTail:
         """The kept tail, decoded, with a line saying how much was cut before it."""
         kept = self.data()
         cut = self.total - len(kept)
-        text = kept.decode("utf-8", "replace")
+        text = readable(kept)
         return f"[... {cut} bytes cut ...]\n{text}" if cut else text
+
+
+def readable(data: bytes) -> str:
+    """A child's bytes as text a page and the database can hold: what is not UTF-8, and the NUL
+    character (which PostgreSQL's jsonb refuses), each become U+FFFD."""
+    return data.decode("utf-8", "replace").replace("\x00", "\ufffd")

@@ -134,6 +134,15 @@ def test_a_segfault_is_a_verdict():
     assert result["failed_by"] == "candidate"
 
 
+def test_a_candidates_output_is_quoted_as_text_the_database_can_store():
+    """Known-bad: the tail quoted as it was printed, NUL characters and all, which PostgreSQL's
+    jsonb refuses (the re-grade that stores this verdict raised)."""
+    result = evaluate("relu_scale", "attack_nul_in_output", profile=False)["verify"]
+    assert not result["ok"] and result["failed_by"] == "candidate"
+    assert "exited with status 3: KERNELARENA-ATTACK nul\ufffdin\ufffdoutput" in result["error"]
+    assert "\x00" not in result["error"]
+
+
 def test_a_hang_is_killed_and_is_a_verdict():
     quick = Protocol(step_timeout_s=20)
     result = evaluate("relu_scale", "crash_hang", protocol=quick, profile=False)["verify"]
