@@ -23,6 +23,7 @@ from agent.config import (
 )
 from agent.preflight import CheckReport, check_agent
 from webapp.runs.models import AgentHealth, HealthLevel
+from webapp.storable import storable
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 20.0
@@ -38,10 +39,10 @@ def check_agents(names: list[str] | None = None, worker: str = "") -> dict[str, 
         level, summary, report = _check(name)
         AgentHealth.objects.update_or_create(
             agent=name,
-            defaults={
+            defaults={  # the report quotes the model server's replies
                 "level": level,
-                "summary": summary,
-                "report": report,
+                "summary": storable(summary),
+                "report": storable(report),
                 "checked": timezone.now(),
                 "worker": worker,
             },

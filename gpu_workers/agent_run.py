@@ -32,7 +32,8 @@ from webapp.leaderboard.grading import enqueue_regrade
 from webapp.runs import model_keys
 from webapp.runs.lifecycle import end_event
 from webapp.runs.models import Run, RunKind, RunStatus
-from webapp.runs.trace import record_event, storable
+from webapp.runs.trace import record_event
+from webapp.storable import storable
 from webapp.work_kinds import RUN
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,8 @@ from django.db.models import Max
 from agent.candidates import beats
 from gpu_workers.shown_errors import without_traceback
 from webapp.runs.models import Candidate, Run, RunStatus
-from webapp.runs.trace import record_event, storable
+from webapp.runs.trace import record_event
+from webapp.storable import storable
 
 
 class TraceRecorder:

@@ -8,8 +8,6 @@ a dropped connection can neither skip nor repeat one (runs/consumers.py relies o
 from __future__ import annotations
 
 import logging
-import math
-import re
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -19,11 +17,11 @@ from django.db.models import Max
 from django.utils import timezone
 
 from webapp.runs.models import Run, TraceEvent
+from webapp.storable import storable
 
 log = logging.getLogger(__name__)
 
 
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # a str's surrogates are lone ones
 END_STATE = "ended"  # the state of a run's last event (webapp.runs.lifecycle.end_event)
 
 
@@ -44,21 +42,6 @@ def event_json(event: TraceEvent) -> dict:
         "kind": event.kind,
         "payload": event.payload,
     }
-
-
-def storable(value):
-    """`value` as PostgreSQL stores it: a model writes what it likes, and jsonb and text refuse
-    NaN and infinity (they become null), the NUL character and lone surrogates (each becomes
-    U+FFFD, the replacement character). SQLite takes them all; the trace must not depend on it."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, str):
-        return _UNSTORABLE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {str(k): storable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [storable(v) for v in value]
-    return value
 
 
 def record_event(run: Run, kind: str, payload: dict) -> TraceEvent:
