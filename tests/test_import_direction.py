@@ -45,6 +45,9 @@ EXTRA_ALLOWED = {
     "agent.cli": ("gpu_workers.harness",),
     "agent.__main__": ("gpu_workers.harness",),
     "agent.train.episodes": ("gpu_workers.harness",),  # a rollout runs in a Session, as cli's
+    # `grpo --rollouts-on`: the trainer sends rollouts to the site's run queues, as a manage.py
+    # command joins the site (the only way in: the site's Celery app and its queue names)
+    "agent.train.worker_rollouts": ("webapp.celery", "webapp.work_kinds"),
     "gpu_workers": ("agent",),
 }
 
