@@ -20,6 +20,7 @@ from agent.backend_choice import make_backend
 from agent.config import ConfigError, MissingApiKey, load_agent
 from agent.loop import Agent, RunResult
 from agent.submission import submission_backend, submission_config
+from gpu_workers import stored_baselines
 from gpu_workers.harness import settings as harness_settings
 from gpu_workers.harness.judge import environment, gpu_lock, protocol
 from gpu_workers.harness.session import Session
@@ -125,6 +126,7 @@ def _run_agent(run: Run) -> RunResult:
         "protocol": proto.to_dict(),
     }
     recorder = TraceRecorder(run, context)
+    stored_baselines.lend(run.problem, run.gpu_type, proto)  # the first profile waits for none
     with Session(
         run.problem.source, device=device, protocol=proto, baselines_ahead=True
     ) as session:

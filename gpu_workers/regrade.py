@@ -19,6 +19,7 @@ import logging
 from celery.exceptions import SoftTimeLimitExceeded
 from django.utils import timezone
 
+from gpu_workers import stored_baselines
 from gpu_workers.harness.judge.protocol import by_name
 from gpu_workers.harness.session import Session
 from gpu_workers.harness.vocabulary import device_for
@@ -59,6 +60,7 @@ def _measure(grade: Grade) -> dict:
     protocol = by_name(run.protocol).with_secret_seeds(SECRET_SEEDS)
     try:
         device = device_for(run.gpu_type)
+        stored_baselines.lend(run.problem, run.gpu_type, protocol)
         with Session(run.problem.source, device=device, protocol=protocol, candidates=1) as s:
             for path, text in grade.candidate.sources.items():
                 s.write_file(path, text)

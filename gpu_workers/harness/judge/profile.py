@@ -128,6 +128,37 @@ def ready_reference(problem_path: Path, device: str, server=None):
     return reference
 
 
+def adopt_baselines(problem_source: str, device: str, protocol: Protocol, stored: dict) -> bool:
+    """Takes baselines measured elsewhere (a site's stored ones: the times, the problem's counts
+    and the environment they were measured in) as this machine's, where none are cached yet and
+    they were measured by this method on the same GPU model with the same torch and CUDA: the
+    cache's own key, so they are what this machine would have cached. True when adopted."""
+    path = _baseline_path(problem_mod.source_sha256(problem_source), device, protocol)
+    if path.is_file() or not _measured_alike(stored.get("environment") or {}, device):
+        return False
+    times = {"eager_ms", *(_mode_key(mode) for mode in protocol.compile_modes)}
+    counts = {"flops", "bytes_moved"}
+    if any(stored.get(key) is None for key in times | counts):
+        return False
+    adopted = {key: stored[key] for key in times | counts}
+    adopted |= {"spread": {}, "environment": stored["environment"]}
+    settings.publish_json(path, adopted, replace=False)
+    return True
+
+
+def _measured_alike(measured_in: dict, device: str) -> bool:
+    """The environment a baseline was measured in matches this machine's cache key."""
+    here = environment.device_name(device, settings.gpu_index())
+    there = measured_in.get("gpu") if device == "cuda" else measured_in.get("host")
+    return (
+        measured_in.get("method") == BASELINE_METHOD
+        and measured_in.get("device") == device
+        and there == here
+        and measured_in.get("torch") == torch.__version__
+        and measured_in.get("cuda") == torch.version.cuda
+    )
+
+
 def _cached(path: Path) -> dict | None:
     return {**json.loads(path.read_text()), "cached": True} if path.is_file() else None
 
@@ -162,7 +193,11 @@ def measure_baselines(
     except judge_mod.OUT_OF_MEMORY as exc:  # the judge's own memory: the machine's failure
         message = f"measuring baselines failed: the judge ran out of device memory: {exc}"
         raise BaselinesFailed(message, failure.INFRASTRUCTURE) from None
-    result["environment"] = environment.describe(device, settings.gpu_index())
+    # the method travels with the times, so that another machine adopts only its own method's
+    result["environment"] = {
+        **environment.describe(device, settings.gpu_index()),
+        "method": BASELINE_METHOD,
+    }
     return result
 
 
