@@ -58,9 +58,14 @@ FOLDER=${FOLDER:-}
 AGENT=${AGENT:-fusion}
 MAX_TURNS=${MAX_TURNS:-24}
 REPEATS=${REPEATS:-2}
-# A call spends about 20 s before the budget starts (wheels, the stack) and up to 20 s after it
-# (the workers stop together, finishing their tasks), then saves: 500 fits a 600 s call.
+# A call spends about 20 s before the budget starts (wheels, the stack), then the phases work
+# for BUDGET_S - DRAIN_S, then the stack stops and its workers get DRAIN_S to finish the tasks
+# they hold (a run killed at the stop starts again from nothing at the next call: on the H200 a
+# level 1 run took 26 to 180 s, and every call lost the four it held), then it saves: 500 fits
+# a 600 s call.
 BUDGET_S=${BUDGET_S:-500}
+DRAIN_S=${DRAIN_S:-90}
+[ "$DRAIN_S" -lt "$BUDGET_S" ] || { echo "DRAIN_S ($DRAIN_S) must be under BUDGET_S ($BUDGET_S)"; exit 2; }
 OUT=${OUT:-out}
 PORT=${PORT:-8000}
 export KERNELARENA_CACHE=$PWD/.cache/ka PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=webapp.settings
@@ -99,7 +104,7 @@ restore() {
 }
 
 start_stack() {
-  setsid python3 -m webapp.serve --port "$PORT" >>.cache/logs/serve.log 2>&1 </dev/null &
+  setsid python3 -m webapp.serve --port "$PORT" --drain-s "$DRAIN_S" >>.cache/logs/serve.log 2>&1 </dev/null &
   STACK=$!
   for _ in $(seq 120); do
     python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/', timeout=5)" \
@@ -135,7 +140,7 @@ import_beside() {
 
 # Wait for the phase's work; running out of the budget is normal: the next call goes on.
 follow() { "$@" || { echo "phase $PHASE: not finished within this call; run it again"; return 1; }; }
-DEADLINE=$(($(date +%s) + BUDGET_S))
+DEADLINE=$(($(date +%s) + BUDGET_S - DRAIN_S))
 left() { echo $((DEADLINE - $(date +%s))); }
 
 run_phase() {

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from webapp import child_process, embedded_redis, host_gpus, local_stacks, work_kinds
 from webapp.stack_log import StackLog
-from webapp.supervisor import Supervisor
+from webapp.supervisor import STOP_TIMEOUT_S, Supervisor
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,7 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m webapp.serve")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--drain-s",
+        type=float,
+        default=None,
+        help="seconds the workers get to finish the tasks they hold when the stack stops "
+        f"(default {STOP_TIMEOUT_S:g}); a task still running then is sent again at the next start",
+    )
     args = parser.parse_args(argv)
+    if args.drain_s is not None and args.drain_s < 0:
+        parser.error("--drain-s must be 0 or more seconds")
     if refusal := _port_taken(args.host, args.port):
         print(refusal, file=sys.stderr)
         return 2
@@ -58,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except host_gpus.GpuChoiceError as exc:
         print(f"cannot serve: {exc}", file=sys.stderr)
         return 2
-    supervisor = Supervisor()  # first: a SIGTERM from here on stops whatever has started
+    supervisor = Supervisor(
+        args.drain_s
+    )  # first: a SIGTERM from here on stops whatever has started
     folder = local_stacks.StackFolder(local_stacks.stacks_root(REPO))
     log = StackLog.open(REPO / ".cache" / "logs")
     for gone in folder.removed_stale:

@@ -52,7 +52,11 @@ class Service:
 
 
 class Supervisor:
-    def __init__(self) -> None:
+    def __init__(self, stop_timeout_s: float | None = None) -> None:
+        """stop_timeout_s: how long the workers get together to finish their tasks when the
+        stack stops (STOP_TIMEOUT_S where None); a task still running then is killed, and sent
+        again when a worker next starts (gpu_workers/waiting_work.py)."""
+        self.stop_timeout_s = stop_timeout_s
         self.services: list[Service] = []
         self.stop_requested = False
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -83,7 +87,8 @@ class Supervisor:
         them, not each: up to four minutes for the twelve workers of a host of four GPUs), then
         the others, last started first, waiting for each."""
         workers = [s for s in self.services if s.restarts and s.process is not None]
-        child_process.stop_together([s.process for s in workers], STOP_TIMEOUT_S)
+        drain_s = STOP_TIMEOUT_S if self.stop_timeout_s is None else self.stop_timeout_s
+        child_process.stop_together([s.process for s in workers], drain_s)
         for service in workers:
             service.process = None
         for service in reversed(self.services):

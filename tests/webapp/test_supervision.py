@@ -176,6 +176,31 @@ def test_the_workers_are_stopped_together_not_one_after_another(tmp_path, monkey
         assert seen == ["alive"] * len(names), (name, seen)
 
 
+# A worker finishing its task: on SIGTERM it works 2 s more, then writes that it finished.
+FINISHING = """
+trap 'sleep 2; echo finished >"$DIR/finished"; exit 0' TERM
+echo $$ >"$DIR/pid.tmp" && mv "$DIR/pid.tmp" "$DIR/pid"
+while :; do sleep 0.1; done
+"""
+
+
+@pytest.mark.parametrize("drain_s, finishes", [(30.0, True), (0.5, False)])
+def test_the_workers_get_the_drain_to_finish_their_tasks(tmp_path, drain_s, finishes):
+    """`python -m webapp.serve --drain-s` (gpu_suite_run.sh's, so that a call's last runs end
+    rather than start again at the next call): a task that needs 2 s after the stop finishes
+    within a 30 s drain, and is killed by a 0.5 s one (known-bad)."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    supervisor = supervisor_module.Supervisor(stop_timeout_s=drain_s)
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    env = dict(os.environ, DIR=str(tmp_path))
+    supervisor.add("worker", lambda: child_process.start(["bash", "-c", FINISHING], env=env),
+                   restarts=True)  # fmt: skip
+    wait_until(lambda: (tmp_path / "pid").is_file() or None, 30, "the worker")
+    supervisor.stop()
+    assert (tmp_path / "finished").is_file() is finishes
+
+
 def _broker_socket(stack: LiveStack) -> Path:
     (broker,) = stack.serve_children("redis-server")  # its command line: "... unixsocket:PATH"
     return Path(broker.command.split("unixsocket:")[1])
