@@ -11,11 +11,15 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from gpu_workers import agent_run, stored_baselines
+from gpu_workers import agent_run, regrade, stored_baselines
 from gpu_workers.harness import settings as harness_settings
 from gpu_workers.harness.judge import environment, profile
 from gpu_workers.harness.judge.protocol import by_name
+from tests.gpu_workers.test_agent_run import fixture_files
 from tests.webapp.conftest import make_problem
+from webapp import dispatch
+from webapp.leaderboard import grading
+from webapp.leaderboard.models import Grade
 from webapp.runs.models import Run, RunStatus
 from webapp.suites.models import Baseline
 
@@ -62,6 +66,29 @@ def test_a_runs_profile_compares_with_the_stored_baselines(alice, relu_scale):
     assert measured["baselines_cached"] is True
     assert (measured["eager_ms"], measured["compile_ms"]) == (2.5, 1.25)
     assert measured["speedup_vs_eager"] == pytest.approx(2.5 / measured["candidate_ms"])
+
+
+@pytest.mark.usefixtures("drift_of_a_quiet_host")
+def test_a_regrade_compares_with_the_stored_baselines(alice, relu_scale, monkeypatch):
+    """The re-grade's fresh session times the run's best candidate against the row too, so the
+    run, its re-grade and the board divide by the same times."""
+    monkeypatch.setitem(dispatch.SENDERS, "regrade_run", lambda *args: None)
+    row = stored_row(alice, relu_scale)
+    run = Run.objects.create(
+        problem=row.problem,
+        owner=alice,
+        agent="scripted-demo",
+        gpu_type="cpu",
+        protocol="loose",
+        status=RunStatus.SUCCEEDED,
+    )
+    best = run.candidates.create(seq=1, sources=fixture_files("good_relu_scale"), verified=True)
+    Run.objects.filter(pk=run.pk).update(best_candidate=best)
+    grading.enqueue_regrade(Run.objects.get(pk=run.pk))
+    regrade.regrade(run.pk, "test-worker")
+    grade = Grade.objects.get(run=run)
+    assert (grade.eager_ms, grade.compile_ms) == (2.5, 1.25), grade.reasons
+    assert grade.verdict["profile"]["baselines_cached"] is True
 
 
 def test_baselines_of_another_machine_or_method_are_not_lent(alice, relu_scale, tmp_path):
