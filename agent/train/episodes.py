@@ -5,6 +5,7 @@ verdict blamed on the infrastructure, a crash) says so: it is the machine's, not
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
@@ -51,10 +52,9 @@ def run_episodes(
     overlap the model's sampling with the harness's work; the harness's own queue (its GPU
     lock) bounds what runs on the GPU at once, so more rollouts than GPUs is fine. An episode
     the machine failed is run again once; failed again, it says so (the trainer drops it)."""
-
-    def episode(problem: dict) -> Episode:
-        return run_episode_retried(problem, backend, device, max_turns)
-
+    episode = functools.partial(
+        run_episode_retried, backend=backend, device=device, max_turns=max_turns
+    )
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         return list(pool.map(episode, problems))
 
