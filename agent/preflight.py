@@ -15,7 +15,8 @@ the key is refused, the model is not served, or the round trip of the agent's ow
 (`tool call` for backend openai, `text action` for backend text) is refused by the server.
 warn is what makes runs poor but possible: a reply without a tool call or without a parsable
 action block (the model answered in prose, the server's tool-call parser does not match the
-model, or the reply was cut off), a server that lists no models, or the other protocol refused.
+model, or the reply was cut off), a reply the server failed on while writing it (it took the
+request), a server that lists no models, or the other protocol refused.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 import openai
 
-from agent.backends import Backend, BackendError, Reply
+from agent.backends import Backend, BackendError, Reply, ReplyBrokeOff
 from agent.backends.openai import server_message
 from agent.config import AgentConfig
 from agent.tools import TOOLS
@@ -226,7 +227,12 @@ def _ask(backend: Backend) -> tuple[Reply | None, dict]:
     try:
         reply = backend.complete(messages, tools)
     except BackendError as error:
-        return None, {"error": str(error), "seconds": round(time.monotonic() - started, 2)}
+        took = round(time.monotonic() - started, 2)
+        return None, {
+            "error": str(error),
+            "broke_off": isinstance(error, ReplyBrokeOff),
+            "seconds": took,
+        }
     calls = [
         {"name": c.name, "arguments": c.raw_arguments, "error": c.error} for c in reply.tool_calls
     ]
@@ -240,9 +246,19 @@ def _ask(backend: Backend) -> tuple[Reply | None, dict]:
 
 
 def _refused(report: CheckReport, check: str, own_protocol: bool) -> None:
-    """A refused request fails the check for the protocol the agent uses, else warns."""
-    error = (report.tool_call if check == "tool call" else report.text_action)["error"]
-    report.add(check, "fail" if own_protocol else "warn", f"the request was refused: {error}")
+    """A refused request fails the check for the protocol the agent uses, else warns. A reply
+    that broke off only warns: the server took the request, and what it failed on was this one
+    reply (often the model's own output), which a run retries."""
+    record = report.tool_call if check == "tool call" else report.text_action
+    if record["broke_off"]:
+        message = (
+            f"the server took the request but failed while writing the reply: {record['error']} "
+            "(a model writing a call the server's parser cannot read does this)"
+        )
+        return report.add(check, "warn", message)
+    report.add(
+        check, "fail" if own_protocol else "warn", f"the request was refused: {record['error']}"
+    )
 
 
 def _calls_found(report: CheckReport, check: str, reply: Reply, found: str) -> None:

@@ -23,6 +23,13 @@ class ContextLengthExceeded(BackendError):
     """The conversation no longer fits the model's context window."""
 
 
+class ReplyBrokeOff(BackendError):
+    """The server took the request and failed while writing the reply (an error event or a line
+    that is not JSON mid-stream): the request is one it accepts, and what broke is this reply,
+    often the model's own output (`transformers serve` fails so on a tool call its parser
+    cannot read)."""
+
+
 class DeadlineReached(BackendError):
     """The run's time budget ran out while waiting for the model: the loop ends the run as
     limits_exceeded (seconds), not as a broken server."""

@@ -23,6 +23,7 @@ from agent.backends import (
     ContextLengthExceeded,
     DeadlineReached,
     Reply,
+    ReplyBrokeOff,
     TextSink,
     ToolCall,
     Usage,
@@ -107,11 +108,12 @@ class OpenAIBackend:
         said = f"{what} {getattr(error, 'body', '') or ''}".lower()  # OpenAI puts it in `code`
         if any(hint in said for hint in _CONTEXT_LENGTH_HINTS):
             raise ContextLengthExceeded(what) from error
+        failed = ReplyBrokeOff if _mid_reply(error) else BackendError
         if not retryable:
-            raise BackendError(what) from error
+            raise failed(what) from error
         if attempt >= self.config.max_retries:
             tries = self.config.max_retries + 1
-            raise BackendError(f"gave up after {tries} tries: {what}") from error
+            raise failed(f"gave up after {tries} tries: {what}") from error
 
     def describe(self, error: Exception) -> tuple[str, bool]:
         """What went wrong, in words that name the endpoint and keep the server's own message,
@@ -207,6 +209,16 @@ class OpenAIBackend:
             reasoning="".join(reasoning),
             finish_reason=finish_reason,
         )
+
+
+def _mid_reply(error: Exception) -> bool:
+    """Whether the server failed after it took the request: a stream line that is not JSON, or
+    an error event in the stream (an APIError with no status and no broken connection)."""
+    if isinstance(error, json.JSONDecodeError):
+        return True
+    return isinstance(error, openai.APIError) and not isinstance(
+        error, (openai.APIStatusError, openai.APIConnectionError)
+    )
 
 
 def server_message(error: openai.APIStatusError) -> str:

@@ -189,3 +189,26 @@ def test_a_refused_key_fails_naming_the_endpoint(chat_server):
     (endpoint,) = report.findings
     assert endpoint.level == "fail"
     assert endpoint.message == f"{chat_server.url} refused the key (HTTP 401): Invalid API key"
+
+
+def test_a_reply_the_server_fails_on_mid_stream_warns_and_a_refusal_still_fails(chat_server):
+    """`transformers serve` takes the request, then fails writing a tool call its parser cannot
+    read (an error event in the stream): that is one reply of the model's, not a refused request.
+    Known-bad beside it: the same failure as a 400 before any reply still fails the check."""
+    chat_server.models = [{"id": "kernel-model", "object": "model"}]
+    broken = {"message": "json parser could not parse region as JSON", "type": "error"}
+    chat_server.plan_reply("<tool_call>\n{", error=broken)
+    chat_server.plan_reply("<function=list_files>\n</function>")
+    report = check_agent(config_for(chat_server, max_retries=0))
+    tool_call = next(f for f in report.findings if f.check == "tool call")
+    assert tool_call.level == "warn" and not report.failed
+    assert "failed while writing the reply" in tool_call.message
+    assert "could not parse region as JSON" in tool_call.message
+    assert report.tool_call["broke_off"] is True
+
+    chat_server.plan_failure(400, "json parser could not parse region as JSON")
+    chat_server.plan_reply("<function=list_files>\n</function>")
+    report = check_agent(config_for(chat_server, max_retries=0))
+    tool_call = next(f for f in report.findings if f.check == "tool call")
+    assert tool_call.level == "fail" and report.failed
+    assert tool_call.message.startswith("the request was refused: ")

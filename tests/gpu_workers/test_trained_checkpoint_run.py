@@ -5,12 +5,12 @@ checkpoint as an agent is started as an operator starts one, then run and re-gra
 worker's own code on the cpu target (the real harness, database and model server): its candidate
 verifies with the demo's kernel, and the trace and the board show it as that checkpoint.
 
-This tests the plumbing, not the model: the chat template the trainer renders and the server
-applies, the tool-call format the model learns and the server's parser reads, the checkpoint's
-provenance from its training record to the board. The model memorises three recordings of one
-session, whose profile texts differ (times), so it learns to act past them. The
-known-bad beside it is tests/agent/test_served_agent.py: the same model untrained writes no
-valid call."""
+It passes `python -m agent check` first. This tests the plumbing, not the model: the chat
+template the trainer renders and the server applies, the tool-call format the model learns and
+the server's parser reads, the checkpoint's provenance from its training record to the board.
+The model memorises three recordings of one session, whose profile texts differ (times), so it
+learns to act past them. The known-bad beside it is tests/agent/test_served_agent.py: the same
+model untrained writes no valid call."""
 
 from __future__ import annotations
 
@@ -146,6 +146,9 @@ def test_a_checkpoint_trained_on_the_demo_reproduces_it_through_the_site(
     try:
         agents = write_agents_file(tmp_path, served, checkpoint)
         monkeypatch.setenv("KERNELARENA_AGENTS_FILE", agents)
+        # `python -m agent check` passes against it (exit 0), as docs/training.md asks first
+        checked = python("-m", "agent", "check", "--agent", "tiny-rft", "--agents-file", agents)
+        assert f"model        OK   {served.model!r} is served" in checked.stdout, checked.stdout
         evaluation = start_evaluation(suite, "tiny-rft", "cpu")
         run = evaluation.runs.get()
         outcome = agent_run.run(run.pk, "test")
