@@ -5,6 +5,7 @@ webapp.suites.views."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Count, Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -86,13 +87,15 @@ def _problem_rows(suite: Suite, gpu_type: str, protocol: str) -> list[SuiteProbl
 def _progress_lines(suite: Suite, gpu_type: str, protocol: str) -> list[str]:
     """Where the suite's long work stands on this GPU type: what is still under way, with its
     pace; work that is complete says so in one line each."""
+    unserved = "" if gpu_type in settings.GPU_TYPES else gpu_type
     lines = [
         progress.validation(suite).line("validation"),
-        progress.baselines(suite, gpu_type, protocol).line(f"baselines on {gpu_type}"),
+        progress.baselines(suite, gpu_type, protocol).line(f"baselines on {gpu_type}", unserved),
     ]
     latest = suite.evaluations.filter(gpu_type=gpu_type, protocol=protocol).first()
     if latest is not None:
-        lines.append(evaluation.progress(latest).line(f"evaluation {latest.pk} ({latest.agent})"))
+        done = evaluation.progress(latest)
+        lines.append(done.line(f"evaluation {latest.pk} ({latest.agent})", unserved))
     return lines
 
 

@@ -38,13 +38,17 @@ class Progress:
             return None
         return self.elapsed_s / self.done * self.workable_left
 
-    def line(self, what: str) -> str:
-        """ "baselines: 12 of 100 done, 1 failed, about 44 min left" """
+    def line(self, what: str, unserved: str = "") -> str:
+        """ "baselines: 12 of 100 done, 1 failed, about 44 min left". unserved: the GPU type
+        the work waits for where no worker of this site serves it (a board imported from a
+        results file): the rest waits for one, and a pace would promise what nobody is doing."""
         text = f"{what}: {self.done} of {self.total} done"
         if self.failed:
             text += f", {self.failed} {self.failed_word}"
         if self.sourceless:
             text += f", {self.sourceless} waiting for their source (import_suite attaches it)"
+        if unserved and self.workable_left:
+            return text + f", the rest waiting for a worker on {unserved} (none serves it here)"
         seconds = self.seconds_left()
         if seconds is not None:
             text += f", about {duration(seconds)} left"

@@ -238,6 +238,19 @@ def test_the_time_left_comes_from_the_pace_so_far(arena):
     assert f"evaluation {naive.pk} (naive): 2 of 4 done, about 10 min left" in html
 
 
+def test_work_no_worker_here_serves_says_so_and_promises_no_time(arena, settings):
+    """A board imported from a results file of another GPU type: its unfinished work waits for
+    a worker this site does not have. Known-bad: the test above's pace, "about 10 min left"."""
+    naive = arena["evaluations"][2]
+    naive.runs.filter(status=RunStatus.SUCCEEDED).update(finished=naive.created + timedelta(10))
+    settings.GPU_TYPES = ["h200"]
+    html = section(page("/suites/level-1/?gpu_type=cpu"), "progress")
+    waiting = f"evaluation {naive.pk} (naive): 2 of 4 done, the rest waiting for a worker on cpu"
+    assert waiting + " (none serves it here)" in html
+    assert "left" not in html
+    assert "baselines on cpu: 3 of 3 done, 1 failed" in html  # done: nothing waits
+
+
 def test_it_counts_every_evaluations_progress_in_one_query(arena):
     with CaptureQueriesContext(connection) as queries:
         progress = {
