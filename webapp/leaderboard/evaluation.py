@@ -130,13 +130,16 @@ def unfinished(evaluation: Evaluation) -> int:
 
 
 def progress(evaluation: Evaluation) -> Progress:
-    """Runs finished and re-graded of all, the failed ones, at the pace since it started."""
+    """Runs finished and re-graded of one per valid problem, the failed ones, at the pace since
+    it started; the valid problems without a run in it are counted apart (not queued)."""
     runs = evaluation.runs.all()
-    total = runs.count()
+    queued = runs.count()
+    unqueued = evaluation.suite.valid_problems().exclude(runs__evaluation=evaluation).count()
     last = runs.aggregate(last=Max("finished"))["last"]
     return Progress(
-        done=total - unfinished(evaluation),
-        total=total,
+        done=queued - unfinished(evaluation),
+        total=queued + unqueued,
+        unqueued=unqueued,
         failed=runs.filter(status=RunStatus.FAILED).count(),
         elapsed_s=(last - evaluation.created).total_seconds() if last else None,
     )

@@ -23,6 +23,10 @@ class Progress:
     # of the left ones, those no worker here can take: problems a results file brought without
     # their source (KernelBench's are not ours to ship), until import_suite attaches it
     sourceless: int = 0
+    # of the left ones, those not queued: an evaluation's valid problems with no run in it yet
+    # (validated after it started, or an evaluation brought by a results file with its ended
+    # runs alone), until `evaluate_suite --resume` queues them
+    unqueued: int = 0
     failed_word: str = "failed"  # what a done one that did not succeed is: validation rejects
 
     @property
@@ -31,7 +35,7 @@ class Progress:
 
     @property
     def workable_left(self) -> int:
-        return self.left - self.sourceless
+        return self.left - self.sourceless - self.unqueued
 
     def seconds_left(self) -> float | None:
         if not self.workable_left or not self.done or self.elapsed_s is None:
@@ -47,6 +51,8 @@ class Progress:
             text += f", {self.failed} {self.failed_word}"
         if self.sourceless:
             text += f", {self.sourceless} waiting for their source (import_suite attaches it)"
+        if self.unqueued:
+            text += f", {self.unqueued} not queued (evaluate_suite --resume queues them)"
         if unserved and self.workable_left:
             return text + f", the rest waiting for a worker on {unserved} (none serves it here)"
         seconds = self.seconds_left()

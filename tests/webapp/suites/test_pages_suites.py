@@ -238,6 +238,16 @@ def test_the_time_left_comes_from_the_pace_so_far(arena):
     assert f"evaluation {naive.pk} (naive): 2 of 4 done, about 10 min left" in html
 
 
+def test_a_valid_problem_without_a_run_is_counted_as_not_queued(arena):
+    """An evaluation brought by a results file holds its ended runs alone: it is not done
+    until every valid problem has a run. Known-bad: without them counted, "2 of 3 done"."""
+    naive = arena["evaluations"][2]
+    naive.runs.filter(status=RunStatus.RUNNING).delete()  # P2's: P2 has no run in it now
+    html = section(page("/suites/level-1/"), "progress")
+    line = f"evaluation {naive.pk} (naive): 2 of 4 done, 1 not queued (evaluate_suite --resume"
+    assert line + " queues them)" in html
+
+
 def test_work_no_worker_here_serves_says_so_and_promises_no_time(arena, settings):
     """A board imported from a results file of another GPU type: its unfinished work waits for
     a worker this site does not have. Known-bad: the test above's pace, "about 10 min left"."""
