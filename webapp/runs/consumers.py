@@ -9,7 +9,9 @@ Only users who may see the run can subscribe: anyone else is closed with 4404.
 
 The run's last event is the `ended` status event (webapp.runs.lifecycle.end_event): the server
 closes the socket with 1000 (normal closure) right after sending it, or at once when the client
-resumes after it, so a client that waits for the end of the run exits.
+resumes after it, so a client that waits for the end of the run exits. A run imported from a
+results file has no trace here (it stays with the site that ran it) and ends as it was measured:
+its socket is closed with 1000 at once.
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
         self.group = run_group(self.run.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_saved()
-        if not self.ended and await _ended_by(self.run, self.last_seq):
+        if self.ended:
+            return
+        if self.run.imported_from or await _ended_by(self.run, self.last_seq):
             await self.close_ended()
 
     async def disconnect(self, code: int) -> None:

@@ -87,6 +87,18 @@ def test_it_shows_a_public_run_to_anonymous_visitors(public_run):
     assert "Cancel run" not in page
 
 
+def test_an_imported_run_says_where_its_trace_is_and_waits_for_none(public_run):
+    """A run from a results file has no trace here: the page says so, and loads no live trace
+    (known-bad: "loading the trace…" forever, on level 1's imported runs in a fresh make run)."""
+    public_run.imported_from = "gpu-host/run/46"
+    public_run.status = RunStatus.SUCCEEDED
+    public_run.save()
+    page = Client().get(f"/runs/{public_run.pk}/").content.decode()
+    assert "measured on another site" in page and "gpu-host/run/46" in page
+    assert "run_trace.js" not in page and 'id="trace"' not in page
+    assert 'id="candidates"' in page  # its best candidate still shows
+
+
 def test_it_shows_the_header(private_run, alice):
     private_run.prompt_tokens, private_run.completion_tokens = 1200, 300
     private_run.cost_dollars = 0.0123

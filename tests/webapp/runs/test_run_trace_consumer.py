@@ -229,6 +229,23 @@ def test_a_client_of_an_ended_run_gets_the_rest_of_its_trace_then_a_close(alice,
     async_to_sync(scenario)()
 
 
+@pytest.mark.usefixtures("layer_in_memory")
+def test_an_imported_run_without_a_trace_is_closed_at_once(alice, relu_scale):
+    """A run from a results file has no `ended` event here and never will: a client waiting for
+    the end of its trace is closed at once (known-bad: it waited forever)."""
+    run = make_run(alice, make_problem(alice, relu_scale))
+    run.imported_from, run.status = "gpu-host/run/46", "succeeded"
+    run.save()
+    headers = [bearer(alice)]
+
+    async def scenario():
+        socket = await open_socket(run, headers)
+        assert await closed_with(socket) == 1000
+        await socket.disconnect(timeout=WAIT_S)
+
+    async_to_sync(scenario)()
+
+
 @pytest.mark.parametrize(
     "headers",
     [
