@@ -56,7 +56,10 @@ def note_workers_stopping(workers: list[str]) -> list[int]:
     its worker goes keeps the event and is never reaped."""
     noted = []
     for run in Run.objects.filter(status=RunStatus.RUNNING, worker__in=workers):
-        detail = f"its worker {run.worker} is being stopped; the run will be sent again"
+        detail = (
+            f"its worker {run.worker} is being stopped; unless the run ends while its worker "
+            "finishes, it will be sent again"
+        )
         record_event(run, "status", {"state": STOPPING, "detail": detail})
         noted.append(run.pk)
     return noted
