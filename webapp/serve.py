@@ -67,9 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     except host_gpus.GpuChoiceError as exc:
         print(f"cannot serve: {exc}", file=sys.stderr)
         return 2
-    supervisor = Supervisor(
-        args.drain_s
-    )  # first: a SIGTERM from here on stops whatever has started
+    # first: a SIGTERM from here on stops whatever has started
+    supervisor = Supervisor(args.drain_s)
     folder = local_stacks.StackFolder(local_stacks.stacks_root(REPO))
     log = StackLog.open(REPO / ".cache" / "logs")
     for gone in folder.removed_stale:

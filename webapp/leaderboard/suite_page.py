@@ -94,8 +94,8 @@ def _progress_lines(suite: Suite, gpu_type: str, protocol: str) -> list[str]:
     ]
     latest = suite.evaluations.filter(gpu_type=gpu_type, protocol=protocol).first()
     if latest is not None:
-        done = evaluation.progress(latest)
-        lines.append(done.line(f"evaluation {latest.pk} ({latest.agent})", unserved))
+        runs = evaluation.progress(latest)
+        lines.append(runs.line(f"evaluation {latest.pk} ({latest.agent})", unserved))
     return lines
 
 
