@@ -1,7 +1,7 @@
 """The cuda target on a real GPU (skipped without one): every pattern's candidate compiles and
 verifies in the harness, so do argmax, the KernelBench scans, pooling and cross-entropy at larger
-sizes (rows past a block, many lines), a GEMM verifies under the strict fp32 protocol with
-tf32 = 0, and one candidate profiles."""
+sizes (rows past a block, many lines), a GEMM and cuDNN's convolutions verify under the strict
+fp32 protocol with tf32 = 0, and one candidate profiles."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent" / "fusion")
 from fusion_cases import (  # noqa: E402
     ALL,
     arg_reductions,
+    convolutions,
     cross_entropy,
     kernelbench_scans,
     linear_bias_relu,
@@ -33,6 +34,7 @@ from gpu_workers.harness.session import Session  # noqa: E402
 from tests.gpu import prebuild  # noqa: E402
 
 STRICT_GEMM = linear_bias_relu(rows=256, k=512, n=384)
+STRICT_CONVOLUTIONS = convolutions()
 LARGER = [
     arg_reductions(a=8, c=1024, w=2047),
     kernelbench_scans(a=4, c=1024, w=33, long=32768),
@@ -51,6 +53,7 @@ def prebuilt(tmp_path_factory):
     sessions find their extensions built instead of compiling one after another."""
     jobs = [(c, {}) for c in ALL + LARGER]
     jobs += [(STRICT_GEMM, {"allow_tf32": False}), (PROFILED, {})]
+    jobs += [(STRICT_CONVOLUTIONS, {"allow_tf32": False})]
     builds = [
         prebuild.Job(str(index), case.problem, compile_graph(case.ir, "cuda", **options).files)
         for index, (case, options) in enumerate(jobs)
@@ -84,6 +87,19 @@ def test_cuda_candidate_verifies(case, tmp_path):
 def test_gemm_under_the_strict_protocol(tmp_path):
     strict = dataclasses.replace(FP32_STRICT, timing_budget_s=OUTPUTS_ONLY.timing_budget_s)
     with _session(STRICT_GEMM, tmp_path, strict, allow_tf32=False) as session:
+        verdict = session.verify()
+        assert verdict["ok"], verdict
+
+
+def test_convolutions_run_through_cudnn_under_the_strict_protocol(tmp_path):
+    """The host's build links the cuDNN torch's wheels bring, so every convolution of the case
+    (1-d to 3-d, forward and transposed, grouped) is cuDNN's, here with FMA math alone (tf32 = 0;
+    the loose protocol's TF32 runs in test_cuda_candidate_verifies)."""
+    from gpu_workers.harness.build import compile as build
+
+    assert build.find_cudnn(build._cudnn_candidates("/usr/local/cuda")) is not None
+    strict = dataclasses.replace(FP32_STRICT, timing_budget_s=OUTPUTS_ONLY.timing_budget_s)
+    with _session(STRICT_CONVOLUTIONS, tmp_path, strict, allow_tf32=False) as session:
         verdict = session.verify()
         assert verdict["ok"], verdict
 

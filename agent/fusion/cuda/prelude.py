@@ -1,6 +1,6 @@
 """What every kernels/fused.cu shares: the prelude (device queries, vector loads and stores,
-warp and team reductions, the cuBLAS handle), the file's assembly from the kernels' sources, and
-the kernels' signature conventions (pointer parameters, index types).
+warp and team reductions, the cuBLAS and cuDNN handles), the file's assembly from the kernels'
+sources, and the kernels' signature conventions (pointer parameters, index types).
 
 The file has no torch headers: every kernel comes with an `extern "C"` launcher taking raw
 pointers, its launch configuration and the stream, and returning nullptr or an error message.
@@ -8,6 +8,7 @@ pointers, its launch configuration and the stream, and returning nullptr or an e
 
 from __future__ import annotations
 
+from agent.fusion.cuda import cudnn_conv
 from agent.fusion.program import KernelSource, Param
 
 DIALECT = "cuda"
@@ -16,7 +17,7 @@ PRELUDE = r"""#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cuda_runtime.h>
-{cublas_include}
+{cublas_include}{cudnn_include}
 namespace {{
 
 constexpr int kMaxDevices = 64;
@@ -127,7 +128,7 @@ __device__ __forceinline__ float ka_team_reduce(float v, float* slots, float ide
   }}
   return v;
 }}
-{cublas_helpers}
+{cublas_helpers}{cudnn_helpers}
 }}  // namespace
 """
 
@@ -188,9 +189,12 @@ def launch_params(params: list[Param]) -> str:
 
 def fused_cu(sources: list[KernelSource], header: str) -> str:
     has_gemm = any(s.kind == "gemm" for s in sources)
+    has_conv = any(s.kind == "convolution" for s in sources)
     prelude = PRELUDE.format(
         cublas_include="#include <cublas_v2.h>\n" if has_gemm else "",
         cublas_helpers=CUBLAS_HELPERS if has_gemm else "",
+        cudnn_include=cudnn_conv.INCLUDE if has_conv else "",
+        cudnn_helpers=cudnn_conv.HELPERS if has_conv else "",
     )
     parts = [header, prelude]
     for s in sources:

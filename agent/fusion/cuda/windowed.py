@@ -2,15 +2,18 @@
 forward or transposed, grouped). A thread an output, grid-stride, neighbouring threads on
 neighbouring outputs of the last spatial dim (so their loads coalesce; a convolution's weight
 loads are one broadcast), each window summed or maxed in registers from compile-time sizes
-(windows.py). A convolution is correct for every shape the planner admits, not cuDNN's speed.
+(windows.py). A convolution runs through cuDNN (cudnn_conv.py), but for a depthwise one: the
+direct kernel, correct for every shape the planner admits, beats cuDNN there and is far from it
+elsewhere, where it runs only in a build without cuDNN.
 """
 
 from __future__ import annotations
 
 from agent.fusion.body import conv_operands, standalone_operands
+from agent.fusion.cuda.cudnn_conv import cudnn_code
 from agent.fusion.cuda.prelude import idx_type, launch_params, pointer_params
 from agent.fusion.ir import numel
-from agent.fusion.plan import Kernel, Plan, conv_geometry, pool_geometry
+from agent.fusion.plan import ConvShape, Kernel, Plan, conv_geometry, pool_geometry
 from agent.fusion.program import KernelSource, Param
 from agent.fusion.windows import conv_lines, describe_conv, padded, window_lines
 
@@ -86,6 +89,8 @@ def pooling_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) ->
 
 
 def convolution_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
+    """cuDNN's convolution (cudnn_conv.py), with the direct kernel for a build without cuDNN; a
+    depthwise one (a group per input channel) is the direct kernel's alone."""
     node = plan.graph.node_by_name[kernel.nodes[0]]
     conv = conv_geometry(plan.graph, node)
     x, w, b, y = conv_operands(plan, kernel, names)
@@ -96,14 +101,56 @@ def convolution_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool
         f"const int64_t n = plane / {conv.out_channels};",
         *conv_lines(conv, "x", "w", "b" if b else None),
     ]
+    params = [Param(t, "in") for t in (x, w, *([b] if b else []))] + [Param(y, "out")]
+    ns, what = kernel.name, describe_conv(conv)
+    if depthwise(conv):
+        return KernelSource(
+            name=ns,
+            kind="convolution",
+            nodes=kernel.nodes + kernel.aliases,
+            code=_per_output(ns, kernel, local, conv.outputs, body),
+            launcher=f"{ns}_launch",
+            params=params,
+            launch=dict(LAUNCH),
+            tunables={"threads": [128, 256, 512], "blocks_per_sm": [4, 8, 16]},
+            description=f"{what}: a thread an output (direct; depthwise, where cuDNN is slow)",
+        )
+    direct = f"{ns}_direct"
+    code = _per_output(direct, kernel, local, conv.outputs, body)
+    code += "\n" + cudnn_code(ns, conv, what)
+    host = launch_params(local)
+    args = ", ".join(p.buffer for p in local)
+    code += f"""
+extern "C" const char* {ns}_launch({host}, int threads, int blocks_per_sm, int tf32,
+                                 cudaStream_t stream) {{
+#if defined(KA_HAVE_CUDNN)
+  (void)threads;
+  (void)blocks_per_sm;
+  return {ns}::convolve(x, w, {"b" if b else "nullptr"}, y, tf32, stream);
+#else
+  (void)tf32;
+  return {direct}::launch({args}, threads, blocks_per_sm, stream);
+#endif
+}}
+"""
     return KernelSource(
-        name=kernel.name,
+        name=ns,
         kind="convolution",
         nodes=kernel.nodes + kernel.aliases,
-        code=_per_output(kernel.name, kernel, local, conv.outputs, body),
-        launcher=f"{kernel.name}_launch",
-        params=[Param(t, "in") for t in (x, w, *([b] if b else []))] + [Param(y, "out")],
-        launch=dict(LAUNCH),
-        tunables={"threads": [128, 256, 512], "blocks_per_sm": [4, 8, 16]},
-        description=f"{describe_conv(conv)}: a thread an output (direct)",
+        code=code,
+        launcher=f"{ns}_launch",
+        params=params,
+        launch={**LAUNCH, "tf32": int(allow_tf32)},
+        # threads and blocks_per_sm launch only the direct kernel, which runs where the build has
+        # no cuDNN and is no contest where it has (31 ms against cuDNN's 1.8 ms on the H200)
+        tunables={},
+        description=f"{what}: cuDNN, the fastest algorithm its Find measures (a direct kernel "
+        "where the build has no cuDNN)",
     )
+
+
+def depthwise(conv: ConvShape) -> bool:
+    """A group per input channel: on the H200 (level 1, session 46) the direct kernel beat
+    torch.compile's cuDNN by 1.7-19.6x on KernelBench's four depthwise problems (82-85), where
+    it lost by 5-50x on the other convolutions."""
+    return conv.groups > 1 and conv.groups == conv.in_channels

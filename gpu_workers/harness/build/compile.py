@@ -102,6 +102,10 @@ def toolchain(device: str) -> Toolchain:
     cuda_flags = ["-O3", "-std=c++17", "--compiler-options", "-fPIC", "-lineinfo", *_arch_flags()]
     cuda_flags += ["--expt-relaxed-constexpr", *defines, *isystem]
     ldflags += [f"-L{cuda_lib}", f"-Wl,-rpath,{cuda_lib}", "-lcudart", "-lcublas"]
+    cudnn = find_cudnn(_cudnn_candidates(cuda_home))
+    if cudnn is not None:
+        cuda_flags += cudnn.cuda_flags()
+        ldflags += cudnn.ldflags()
     ldflags += ["-lc10_cuda", "-ltorch_cuda"]
     return Toolchain(
         cxx=os.environ.get("CXX", "c++"),
@@ -110,6 +114,50 @@ def toolchain(device: str) -> Toolchain:
         cuda_flags=tuple(cuda_flags),
         ldflags=tuple(ldflags),
     )
+
+
+@dataclass(frozen=True)
+class Cudnn:
+    """Where cuDNN's headers and library are: sources test KA_HAVE_CUDNN for whether they may
+    call it (the fusion compiler's convolutions do, with a direct kernel where it is missing)."""
+
+    include: Path
+    lib: Path
+    library: str  # the file name linked, e.g. libcudnn.so.9 (pip's wheels ship no libcudnn.so)
+
+    def cuda_flags(self) -> list[str]:
+        return ["-DKA_HAVE_CUDNN=1", "-isystem", str(self.include)]
+
+    def ldflags(self) -> list[str]:
+        # --as-needed: only an extension that calls cuDNN records it as a dependency
+        return [f"-L{self.lib}", f"-Wl,-rpath,{self.lib}", "-Wl,--as-needed",
+                f"-l:{self.library}", "-Wl,--no-as-needed"]  # fmt: skip
+
+
+def find_cudnn(roots: list[tuple[Path, Path]]) -> Cudnn | None:
+    """The first (include, lib) pair holding cudnn.h and a libcudnn.so* beside it, or None."""
+    for include, lib in roots:
+        if not (include / "cudnn.h").is_file():
+            continue
+        libraries = sorted(p.name for p in lib.glob("libcudnn.so*") if p.is_file())
+        if libraries:  # libcudnn.so where a symlink exists, else the versioned file
+            return Cudnn(include, lib, libraries[0])
+    return None
+
+
+def _cudnn_candidates(cuda_home: str) -> list[tuple[Path, Path]]:
+    """The cuDNN that torch's wheels bring (the nvidia-cudnn package), then a toolkit's and the
+    system's."""
+    roots: list[tuple[Path, Path]] = []
+    try:
+        import nvidia.cudnn  # pip's nvidia-cudnn-cu* package (a namespace package)
+
+        roots += [(Path(p) / "include", Path(p) / "lib") for p in nvidia.cudnn.__path__]
+    except ImportError:
+        pass
+    roots.append((Path(cuda_home) / "include", Path(cuda_home) / "lib64"))
+    roots.append((Path("/usr/include"), Path("/usr/lib/x86_64-linux-gnu")))
+    return roots
 
 
 def _torch_includes(device: str) -> list[str]:

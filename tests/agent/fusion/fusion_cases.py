@@ -930,10 +930,11 @@ def permutes(k: int = 24, m: int = 20, n: int = 36, a: int = 3, b: int = 7, c: i
     """Each transpose a copy reading its operand at the permuted position: before a GEMM (an
     operand), before a row kernel (its prologue), before a pointwise op, and a parameter's."""
     problem = HEADER + PERMUTES_MODEL.format(k=k, m=m, n=n, a=a, b=b, c=c)
-    # fx traces each `a.T` apart: two copies; x.mT and w.t() are copies of their own (a node
-    # that reads only inputs and parameters starts a kernel), the add reads both
+    # fx traces each `a.T` apart: two copies; x.mT reads only an input, so it joins the last
+    # pointwise group over as many elements (permute, relu); w.t() is a parameter's copy of
+    # its own size, and the add reads both
     kinds = ("pointwise", "gemm", "pointwise", "pointwise", "gemm", "row_reduction",
-             "pointwise", "pointwise", "pointwise", "pointwise")  # fmt: skip
+             "pointwise", "pointwise", "pointwise")  # fmt: skip
     nodes = (
         ("getattr_1",),
         ("matmul",),
@@ -941,8 +942,7 @@ def permutes(k: int = 24, m: int = 20, n: int = 36, a: int = 3, b: int = 7, c: i
         ("getattr_3",),
         ("matmul_1",),
         ("transpose", "softmax", "mul"),
-        ("permute", "relu"),
-        ("getattr_4",),
+        ("permute", "relu", "getattr_4"),
         ("t",),
         ("add",),
     )
@@ -1086,16 +1086,15 @@ def get_init_inputs():
 def triangles(n: int = 24) -> Case:
     """Each triangle reads its operand where it lies: after a GEMM, a kernel of its own."""
     problem = HEADER + TRIANGLES_MODEL.format(n=n)
-    kinds = ("gemm", "pointwise", "gemm", "pointwise", "pointwise", "pointwise",
-             "row_reduction")  # fmt: skip
+    # the triangles of inputs read nothing another kernel makes: one group, taken over by the
+    # softmax as its prologue
+    kinds = ("gemm", "pointwise", "gemm", "pointwise", "row_reduction")
     nodes = (
         ("matmul",),
         ("tril",),
         ("matmul_1",),
         ("triu",),
-        ("tril_1", "mul"),
-        ("triu_1",),
-        ("tril_2", "softmax"),
+        ("tril_1", "mul", "triu_1", "tril_2", "softmax"),
     )
     return _captured_case("triangles", problem, kinds, nodes)
 
@@ -1125,8 +1124,8 @@ def get_init_inputs():
 def scalar_input(rows: int = 8, cols: int = 96) -> Case:
     """The number reaches each kernel that reads it by value, never as a constant."""
     problem = HEADER + SCALAR_INPUT_MODEL.format(rows=rows, cols=cols)
-    kinds = ("pointwise", "row_reduction", "gemm")
-    nodes = (("mul", "sub", "relu"), ("mul_1", "softmax"), ("fc", "mul_2"))
+    kinds = ("row_reduction", "gemm")
+    nodes = (("mul", "sub", "relu", "mul_1", "softmax"), ("fc", "mul_2"))
     return _captured_case("scalar_input", problem, kinds, nodes)
 
 
@@ -1170,20 +1169,18 @@ def masks(batch: int = 4, n: int = 24) -> Case:
     """A mask is a 0/1 in registers, read by the pointwise ops of the kernel that makes it; one
     of inputs and parameters that another kernel reads is recomputed there instead."""
     problem = HEADER + MASKS_MODEL.format(batch=batch, n=n)
-    kinds = ("row_reduction", "pointwise", "pointwise", "pointwise", "pointwise",
-             "row_reduction", "pointwise")  # fmt: skip
-    # The buffer's mask (eq: smaller than x), gt and both triangles made in the forward (made,
-    # above) and their mask are computed where read: in no kernel of their own. (TorchDynamo
-    # captures this forward, for its sizes: nodes take the forward's variable names.)
+    kinds = ("row_reduction", "row_reduction", "pointwise")
+    # The buffer's mask (eq: smaller than x), both triangles made in the forward (made, above)
+    # and their mask are computed where read: in no kernel of their own. The masks of inputs
+    # (gt, ge, invert, ne) read no other kernel's value, so they join the group that reads
+    # them, which the second softmax takes over. (TorchDynamo captures this forward, for its
+    # sizes: nodes take the forward's variable names.)
     nodes = (
         ("att", "probs"),
-        ("mul", "gated", "where_1"),
-        ("ge", "float_1"),
-        ("invert", "float_2", "mul_1", "flags", "mul_2"),
-        ("ne", "float_3", "add_1"),
-        ("add_2", "softmax_1"),
+        ("gt", "mul", "gated", "ge", "float_1", "invert", "float_2", "mul_1", "flags", "mul_2",
+         "where_1", "ne", "float_3", "add_1", "add_2", "softmax_1"),
         ("masked_fill_1", "add_3"),
-    )
+    )  # fmt: skip
     return _captured_case("masks", problem, kinds, nodes)
 
 

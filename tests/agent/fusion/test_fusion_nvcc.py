@@ -13,6 +13,7 @@ from fusion_cases import (
     axis_reductions,
     axis_softmax,
     bmm_log_softmax,
+    convolutions,
     graph,
     inp,
     nd,
@@ -144,3 +145,128 @@ def test_kernelbench_sizes_compile(name, tmp_path, include_flags):
     program = compile_graph(KERNELBENCH_SIZES[name], "cuda")
     assert program.unsupported == []
     _nvcc(program.files["kernels/fused.cu"], tmp_path, include_flags)
+
+
+# The cuDNN calls a convolution makes (agent/fusion/cuda/cudnn_conv.py), declared as cudnn.h
+# declares them, for a machine without cuDNN; where the harness finds the real one, that is used.
+CUDNN_STAND_IN = """#pragma once
+#include <cstddef>
+#include <cuda_runtime.h>
+typedef struct cudnnContext* cudnnHandle_t;
+typedef struct cudnnTensorStruct* cudnnTensorDescriptor_t;
+typedef struct cudnnFilterStruct* cudnnFilterDescriptor_t;
+typedef struct cudnnConvolutionStruct* cudnnConvolutionDescriptor_t;
+typedef enum { CUDNN_STATUS_SUCCESS = 0 } cudnnStatus_t;
+typedef enum { CUDNN_DATA_FLOAT = 0 } cudnnDataType_t;
+typedef enum { CUDNN_TENSOR_NCHW = 0 } cudnnTensorFormat_t;
+typedef enum { CUDNN_CONVOLUTION = 0, CUDNN_CROSS_CORRELATION = 1 } cudnnConvolutionMode_t;
+typedef enum { CUDNN_DEFAULT_MATH = 0, CUDNN_FMA_MATH = 3 } cudnnMathType_t;
+typedef enum { CUDNN_NON_DETERMINISTIC = 0 } cudnnDeterminism_t;
+typedef enum { CUDNN_CONVOLUTION_FWD_ALGO_COUNT = 8 } cudnnConvolutionFwdAlgo_t;
+typedef enum { CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT = 6 } cudnnConvolutionBwdDataAlgo_t;
+typedef struct {
+  cudnnConvolutionFwdAlgo_t algo; cudnnStatus_t status; float time; size_t memory;
+  cudnnDeterminism_t determinism; cudnnMathType_t mathType; int reserved[3];
+} cudnnConvolutionFwdAlgoPerf_t;
+typedef struct {
+  cudnnConvolutionBwdDataAlgo_t algo; cudnnStatus_t status; float time; size_t memory;
+  cudnnDeterminism_t determinism; cudnnMathType_t mathType; int reserved[3];
+} cudnnConvolutionBwdDataAlgoPerf_t;
+cudnnStatus_t cudnnCreate(cudnnHandle_t* handle);
+cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream);
+const char* cudnnGetErrorString(cudnnStatus_t status);
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* desc);
+cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* desc);
+cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* desc);
+cudnnStatus_t cudnnSetTensorNdDescriptorEx(cudnnTensorDescriptor_t desc,
+    cudnnTensorFormat_t format, cudnnDataType_t type, int dims, const int sizes[]);
+cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t desc, cudnnDataType_t type,
+    cudnnTensorFormat_t format, int dims, const int sizes[]);
+cudnnStatus_t cudnnSetConvolutionNdDescriptor(cudnnConvolutionDescriptor_t desc, int length,
+    const int pad[], const int stride[], const int dilation[], cudnnConvolutionMode_t mode,
+    cudnnDataType_t type);
+cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t desc, int groups);
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t desc, cudnnMathType_t m);
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle,
+    const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
+    const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t y, const int asked,
+    int* returned, cudnnConvolutionFwdAlgoPerf_t* perf);
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t handle,
+    const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
+    const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t dx, const int asked,
+    int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf);
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha,
+    const cudnnTensorDescriptor_t xd, const void* x, const cudnnFilterDescriptor_t wd,
+    const void* w, const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
+    void* workspace, size_t bytes, const void* beta, const cudnnTensorDescriptor_t yd, void* y);
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha,
+    const cudnnFilterDescriptor_t wd, const void* w, const cudnnTensorDescriptor_t dyd,
+    const void* dy, const cudnnConvolutionDescriptor_t conv, cudnnConvolutionBwdDataAlgo_t algo,
+    void* workspace, size_t bytes, const void* beta, const cudnnTensorDescriptor_t dxd, void* dx);
+cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha,
+    const cudnnTensorDescriptor_t ad, const void* a, const void* beta,
+    const cudnnTensorDescriptor_t cd, void* c);
+"""
+
+
+@pytest.fixture(scope="module")
+def cudnn_flags(include_flags, tmp_path_factory):
+    """KA_HAVE_CUDNN and the headers the harness's build would use, or the stand-in above."""
+    from gpu_workers.harness.build.compile import _cudnn_candidates, find_cudnn
+
+    found = find_cudnn(_cudnn_candidates(str(shutil.which("nvcc")).rsplit("/bin/", 1)[0]))
+    if found is not None:
+        return [*include_flags, *found.cuda_flags()]
+    root = tmp_path_factory.mktemp("cudnn")
+    (root / "cudnn.h").write_text(CUDNN_STAND_IN)
+    return [*include_flags, "-DKA_HAVE_CUDNN=1", "-I", str(root)]
+
+
+def test_convolutions_through_cudnn_compile(tmp_path, cudnn_flags):
+    """Every convolution of the case (1-d to 3-d, forward and transposed, grouped, with and
+    without a bias) through cuDNN, the direct kernel beside it."""
+    source = compile_graph(convolutions().ir, "cuda").files["kernels/fused.cu"]
+    assert source.count("::convolve(x, w, ") == 6  # a cuDNN call in each conv's launcher
+    assert "cudnnConvolutionBackwardData(" in source and "cudnnConvolutionForward(" in source
+    _nvcc(source, tmp_path, cudnn_flags)
+
+
+DEPTHWISE_THEN_POINTWISE = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.depthwise = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.pointwise = nn.Conv2d(8, 16, 1)
+
+    def forward(self, x):
+        return self.pointwise(self.depthwise(x))
+
+
+def get_inputs():
+    return [torch.rand(2, 8, 12, 12)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_depthwise_convolution_is_the_direct_kernels_and_the_rest_cudnns(tmp_path, cudnn_flags):
+    """KernelBench 86's shape of problem: the depthwise convolution a direct kernel (tuned like
+    any kernel), the 1x1 one after it cuDNN's."""
+    from gpu_workers.harness.capture import graph as capture
+    from gpu_workers.harness.judge.protocol import LOOSE
+
+    ir = capture.capture(DEPTHWISE_THEN_POINTWISE, "cpu", LOOSE)
+    ir["device"] = "cuda"
+    program = compile_graph(ir, "cuda")
+    first, second = program.kernels
+    assert (first.kind, second.kind) == ("convolution", "convolution")
+    assert first.tunables and "direct" in first.description
+    assert not second.tunables and "cuDNN" in second.description
+    source = program.files["kernels/fused.cu"]
+    assert source.count("::convolve(x, w, ") == 1
+    _nvcc(source, tmp_path, cudnn_flags)

@@ -181,3 +181,30 @@ def test_a_kernels_other_parameters_are_tuned_only_when_its_first_ones_mattered(
     assert (call.name == "tune") == more
     if more:
         assert "unroll" in call.arguments["variants"][0]["name"]
+
+
+SCAN_THEN_SUM = ROW_SUM.replace("torch.sum(a, dim=1)", "torch.sum(torch.cumsum(a, dim=1), dim=1)")
+
+
+@pytest.mark.parametrize(
+    "gain, next_kernel", [(LAUNCH_MATTERS - 0.01, False), (LAUNCH_MATTERS + 0.01, True)]
+)
+def test_later_kernels_are_tuned_only_when_an_earlier_ones_launches_mattered(gain, next_kernel):
+    """Two CUDA kernels, a scan (one tune call: threads) then a row sum: the sum is tuned only
+    when the scan's call beat the first profile by LAUNCH_MATTERS; below it the run keeps what
+    it has and writes it back. Known-bad beside it: just above, the sum's call comes."""
+    captured = graph.capture(SCAN_THEN_SUM, "cpu", LOOSE)
+    captured["device"] = "cuda"
+    drive = Driver()
+    drive.to_first_profile(format_graph(captured))
+    (tune,) = drive.answer(summarise_profile(timed(1.0)))
+    variants = tune.arguments["variants"]
+    assert tune.name == "tune" and variants[0]["name"].startswith("k0_")
+    ranked = [Variant(variants[0]["name"], {}, verify=VERIFIED, profile=timed(gain))]
+    ranked += [Variant(v["name"], {}, verify=VERIFIED, profile=timed(0.9)) for v in variants[1:]]
+    (call,) = drive.answer(summarise_tune(ranked))
+    assert (call.name == "tune") == next_kernel
+    if next_kernel:
+        assert call.arguments["variants"][0]["name"].startswith("k1_")
+    else:
+        assert call.name == "write_file" and call.arguments["path"] == "model_new.py"

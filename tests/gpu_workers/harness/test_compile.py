@@ -237,3 +237,27 @@ def test_nvccs_dependency_file_names_the_included_cu_file(tmp_path):
     assert found == ["binding_registry.h", "kernels/relu_scale.cu", "kernels/relu_scale_impl.cu"]
     del files["kernels/relu_scale_impl.cu"]  # known-bad: a file it read that the snapshot lacks
     assert compile_cache.dependencies(Path(f"{obj}.d"), obj, root, files) is None
+
+
+def _cudnn_tree(root: Path, header: bool, library: str | None) -> tuple[Path, Path]:
+    include, lib = root / "include", root / "lib"
+    include.mkdir(parents=True)
+    lib.mkdir()
+    if header:
+        (include / "cudnn.h").write_text("#pragma once\n")
+    if library:
+        (lib / library).write_bytes(b"\x7fELF")
+    return include, lib
+
+
+def test_cudnn_is_found_where_its_header_and_library_lie_together(tmp_path):
+    """pip's nvidia-cudnn package ships libcudnn.so.9 alone: that file is linked by name, and
+    only into an extension that calls it."""
+    header_only = _cudnn_tree(tmp_path / "a", header=True, library=None)
+    library_only = _cudnn_tree(tmp_path / "b", header=False, library="libcudnn.so.9")
+    both = _cudnn_tree(tmp_path / "c", header=True, library="libcudnn.so.9")
+    found = compile.find_cudnn([header_only, library_only, both])
+    assert found is not None and found.include == both[0]
+    assert found.cuda_flags() == ["-DKA_HAVE_CUDNN=1", "-isystem", str(both[0])]
+    assert "-l:libcudnn.so.9" in found.ldflags() and "-Wl,--as-needed" in found.ldflags()
+    assert compile.find_cudnn([header_only, library_only]) is None
