@@ -1,7 +1,7 @@
 """The cuda target on a real GPU (skipped without one): every pattern's candidate compiles and
 verifies in the harness, so do argmax, the KernelBench scans, pooling and cross-entropy at larger
 sizes (rows past a block, many lines), a GEMM and cuDNN's convolutions verify under the strict
-fp32 protocol with tf32 = 0, and one candidate profiles."""
+fp32 protocol with tf32 = 0 and in each of their two layouts, and one candidate profiles."""
 
 from __future__ import annotations
 
@@ -100,6 +100,24 @@ def test_convolutions_run_through_cudnn_under_the_strict_protocol(tmp_path):
     assert build.find_cudnn(build._cudnn_candidates("/usr/local/cuda")) is not None
     strict = dataclasses.replace(FP32_STRICT, timing_budget_s=OUTPUTS_ONLY.timing_budget_s)
     with _session(STRICT_CONVOLUTIONS, tmp_path, strict, allow_tf32=False) as session:
+        verdict = session.verify()
+        assert verdict["ok"], verdict
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_convolutions_verify_in_each_cudnn_layout(layout, tmp_path):
+    """Each of the two layouts the first call times against the other (cudnn_conv.py), forced
+    through the `layout` launch parameter, verifies every convolution of the case: NHWC's
+    transposes (x, w, then y back with the bias) as much as NCHW's plain call. The extension is
+    the prebuilt one: only model_new.py's LAUNCH differs."""
+    from agent.fusion.cuda.cudnn_conv import LAYOUTS
+
+    case = convolutions()
+    program = compile_graph(case.ir, "cuda")
+    forced = {k: {"layout": LAYOUTS[layout]} for k, v in program.launch.items() if "layout" in v}
+    assert len(forced) == 6
+    with _session(case, tmp_path) as session:
+        session.write_file("model_new.py", program.model_new(forced))
         verdict = session.verify()
         assert verdict["ok"], verdict
 

@@ -1,22 +1,34 @@
 """A convolution through cuDNN, called from the extension's C++ (not through torch): forward,
 or transposed as cuDNN's backward-data with x as the gradient, 1-d (as 2-d of height 1) to 3-d,
-grouped, with the bias added by cudnnAddTensor.
+grouped.
 
-A kernel's shapes are compile-time constants, so its descriptors, the algorithm cuDNN's Find
-measured fastest (its workspace within MAX_WORKSPACE) and that workspace are made on the first
-call and kept, per device and TF32 setting. TF32 is the same runtime knob as the GEMM's: cuDNN's
-default math under the loose protocol, FMA only under the strict one. The code is compiled only
-where the build defines KA_HAVE_CUDNN (gpu_workers/harness/build/compile.py finds the cuDNN that
-torch's wheels bring); where it is missing, the launcher runs the direct kernel instead. Where it
-is there, a shape cuDNN cannot run is the launcher's error, never a silent switch to the direct
-kernel: the kernel is described as cuDNN's, and its time must be.
+Two layouts: NCHW, the tensors as they are (the bias by cudnnAddTensor), and NHWC, the one the
+tensor cores want (Inductor runs ungrouped convolutions channels-last for that reason): x and w
+are transposed into channels-last scratch, cuDNN writes y there, and one more transpose writes it
+back as NCHW with the bias added on the way. The launch parameter `layout` picks one (1 NCHW, 2
+NHWC); 0, the default, times both on the first call (each whole: transposes, convolution, bias;
+twice each, interleaved) and keeps the faster, so a shape where the transposes cost more than
+they buy stays NCHW.
+
+A kernel's shapes are compile-time constants, so a layout's descriptors, the algorithm cuDNN's
+Find measured fastest (its workspace within MAX_WORKSPACE), that workspace and the scratch are
+made on the first call and kept, per device, TF32 setting and layout. TF32 is the same runtime
+knob as the GEMM's: cuDNN's default math under the loose protocol, FMA only under the strict one.
+The code is compiled only where the build defines KA_HAVE_CUDNN
+(gpu_workers/harness/build/compile.py finds the cuDNN that torch's wheels bring); where it is
+missing, the launcher runs the direct kernel instead. Where it is there, a shape cuDNN cannot run
+in either layout is the launcher's error, never a silent switch to the direct kernel: the kernel
+is described as cuDNN's, and its time must be.
 """
 
 from __future__ import annotations
 
+from math import prod
+
 from agent.fusion.plan import ConvShape
 
 MAX_WORKSPACE = 1 << 30
+LAYOUTS = {"measured": 0, "nchw": 1, "nhwc": 2}  # the `layout` launch parameter's values
 
 HELPERS = r"""
 #if defined(KA_HAVE_CUDNN)
@@ -35,6 +47,52 @@ HELPERS = r"""
     if (ka_status_ != CUDNN_STATUS_SUCCESS)                     \
       return cudnnGetErrorString(ka_status_);                   \
   } while (0)
+
+#define KA_CUDA_TRY(call)                                       \
+  do {                                                          \
+    const cudaError_t ka_error_ = (call);                       \
+    if (ka_error_ != cudaSuccess) return cudaGetErrorString(ka_error_); \
+  } while (0)
+
+constexpr int kTile = 32, kTileRows = 8;
+
+// [outer][rows][cols] -> [outer][cols][rows] through 32 x 33 tiles of shared memory, so both the
+// loads and the stores coalesce; bias[col] is added on the way where given. NCHW -> NHWC is
+// rows = channels, cols = spatial; NHWC -> NCHW the other way round, with the bias.
+__global__ void __launch_bounds__(kTile * kTileRows)
+    ka_transpose(const float* __restrict__ in, float* __restrict__ out, long long outer,
+                 long long rows, long long cols, const float* __restrict__ bias) {
+  __shared__ float tile[kTile][kTile + 1];
+  const long long tiles_c = (cols + kTile - 1) / kTile;
+  const long long per_outer = (rows + kTile - 1) / kTile * tiles_c;
+  for (long long t = blockIdx.x; t < outer * per_outer; t += gridDim.x) {
+    const long long o = t / per_outer, r0 = t % per_outer / tiles_c * kTile;
+    const long long c0 = t % tiles_c * kTile;
+    const float* src = in + o * rows * cols;
+    float* dst = out + o * rows * cols;
+    for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+      const long long r = r0 + i, c = c0 + threadIdx.x;
+      if (r < rows && c < cols)
+        tile[i][threadIdx.x] = src[r * cols + c] + (bias != nullptr ? bias[c] : 0.0f);
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+      const long long c = c0 + i, r = r0 + threadIdx.x;
+      if (r < rows && c < cols) dst[c * rows + r] = tile[threadIdx.x][i];
+    }
+    __syncthreads();
+  }
+}
+
+[[maybe_unused]] const char* ka_transpose_on(const float* in, float* out, long long outer,
+                                             long long rows, long long cols, const float* bias,
+                                             cudaStream_t stream) {
+  const long long tiles = outer * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
+  const long long cap = (long long)ka_sm_count() * 8;
+  const unsigned blocks = (unsigned)(tiles < cap ? tiles : cap);
+  ka_transpose<<<blocks, dim3(kTile, kTileRows), 0, stream>>>(in, out, outer, rows, cols, bias);
+  return ka_error(cudaGetLastError());
+}
 #endif
 """
 
@@ -52,68 +110,177 @@ constexpr int kPadding[kDims - 2] = {{{padding}}};
 constexpr int kStride[kDims - 2] = {{{stride}}};
 constexpr int kDilation[kDims - 2] = {{{dilation}}};
 constexpr size_t kMaxWorkspace = {max_workspace}ull;
+// x, w and y as [outer][channels][spatial], for the transposes of the NHWC layout.
+constexpr long long kBatch = {batch}, kXChannels = {x_channels}, kXSpatial = {x_spatial};
+constexpr long long kYChannels = {y_channels}, kYSpatial = {y_spatial};
+constexpr long long kWOuter = {w_outer}, kWChannels = {w_channels}, kWWindow = {w_window};
 
-struct State {{
-  bool tried = false;
-  const char* failure = nullptr;  // why cuDNN cannot run it
+// One layout's descriptors, algorithm and buffers (the scratch: NHWC only).
+struct Layout {{
+  bool channels_last = false;
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   {algo_type} algo{{}};
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  float* x_t = nullptr;
+  float* w_t = nullptr;
+  float* y_t = nullptr;
 }};
 
-// The descriptors, then the fastest algorithm Find measures whose workspace fits kMaxWorkspace.
-const char* setup(cudnnHandle_t handle, State& s, int tf32) {{
-  KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.x));
-  KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.y));
-  KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&s.b));
-  KA_CUDNN_TRY(cudnnCreateFilterDescriptor(&s.w));
-  KA_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&s.conv));
-  const cudnnTensorFormat_t nchw = CUDNN_TENSOR_NCHW;
-  KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(s.x, nchw, CUDNN_DATA_FLOAT, kDims, kXDims));
-  KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(s.y, nchw, CUDNN_DATA_FLOAT, kDims, kYDims));
-  KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(s.b, nchw, CUDNN_DATA_FLOAT, kDims, kBDims));
-  KA_CUDNN_TRY(cudnnSetFilterNdDescriptor(s.w, CUDNN_DATA_FLOAT, nchw, kDims, kWDims));
-  KA_CUDNN_TRY(cudnnSetConvolutionNdDescriptor(s.conv, kDims - 2, kPadding, kStride, kDilation,
+void release(Layout& l) {{
+  if (l.x != nullptr) cudnnDestroyTensorDescriptor(l.x);
+  if (l.y != nullptr) cudnnDestroyTensorDescriptor(l.y);
+  if (l.b != nullptr) cudnnDestroyTensorDescriptor(l.b);
+  if (l.w != nullptr) cudnnDestroyFilterDescriptor(l.w);
+  if (l.conv != nullptr) cudnnDestroyConvolutionDescriptor(l.conv);
+  cudaFree(l.workspace);
+  cudaFree(l.x_t);
+  cudaFree(l.w_t);
+  cudaFree(l.y_t);
+  l = Layout{{}};
+}}
+
+// The descriptors in the layout's format, then the fastest algorithm Find measures whose
+// workspace fits kMaxWorkspace, its workspace and (NHWC) the scratch.
+const char* prepare(cudnnHandle_t handle, Layout& l, bool channels_last, int tf32) {{
+  l.channels_last = channels_last;
+  KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&l.x));
+  KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&l.y));
+  KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&l.b));
+  KA_CUDNN_TRY(cudnnCreateFilterDescriptor(&l.w));
+  KA_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&l.conv));
+  const cudnnTensorFormat_t format = channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(l.x, format, CUDNN_DATA_FLOAT, kDims, kXDims));
+  KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(l.y, format, CUDNN_DATA_FLOAT, kDims, kYDims));
+  KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(l.b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, kDims,
+                                            kBDims));
+  KA_CUDNN_TRY(cudnnSetFilterNdDescriptor(l.w, CUDNN_DATA_FLOAT, format, kDims, kWDims));
+  KA_CUDNN_TRY(cudnnSetConvolutionNdDescriptor(l.conv, kDims - 2, kPadding, kStride, kDilation,
                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  KA_CUDNN_TRY(cudnnSetConvolutionGroupCount(s.conv, {groups}));
+  KA_CUDNN_TRY(cudnnSetConvolutionGroupCount(l.conv, {groups}));
   // TF32 tensor cores only when tf32 != 0 (the loose protocol); FMA alone under the strict one.
-  KA_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  KA_CUDNN_TRY(cudnnSetConvolutionMathType(l.conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   {perf_type} perf[{algo_count}];
   int found = 0;
   KA_CUDNN_TRY({find}(handle, {find_args}, {algo_count}, &found, perf));
-  for (int i = 0; i < found; ++i) {{
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
-    s.algo = perf[i].algo;
-    if (tf32) KA_CUDNN_TRY(cudnnSetConvolutionMathType(s.conv, perf[i].mathType));
-    if (perf[i].memory > 0 && cudaMalloc(&s.workspace, perf[i].memory) != cudaSuccess)
-      return "no memory for cuDNN's workspace";
-    s.workspace_bytes = perf[i].memory;
-    return nullptr;
+  int chosen = -1;
+  for (int i = 0; i < found && chosen < 0; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace) chosen = i;
+  if (chosen < 0) return "no cuDNN algorithm runs it within the workspace allowed";
+  l.algo = perf[chosen].algo;
+  if (tf32) KA_CUDNN_TRY(cudnnSetConvolutionMathType(l.conv, perf[chosen].mathType));
+  l.workspace_bytes = perf[chosen].memory;
+  if (l.workspace_bytes > 0) KA_CUDA_TRY(cudaMalloc(&l.workspace, l.workspace_bytes));
+  if (channels_last) {{
+    KA_CUDA_TRY(cudaMalloc(&l.x_t, sizeof(float) * kBatch * kXChannels * kXSpatial));
+    KA_CUDA_TRY(cudaMalloc(&l.w_t, sizeof(float) * kWOuter * kWChannels * kWWindow));
+    KA_CUDA_TRY(cudaMalloc(&l.y_t, sizeof(float) * kBatch * kYChannels * kYSpatial));
   }}
-  return "no cuDNN algorithm runs it within the workspace allowed";
+  return nullptr;
 }}
 
-// The convolution, then the bias; the first call (per device and TF32 setting) sets it up, and
-// a shape cuDNN cannot run is this call's error, every time.
+const char* convolve_in(cudnnHandle_t handle, const Layout& l, const float* x, const float* w,
+                        float* y) {{
+  const float one = 1.0f, zero = 0.0f;
+  KA_CUDNN_TRY({run});
+  return nullptr;
+}}
+
+// One whole call in the layout: NCHW, the convolution and cudnnAddTensor's bias; NHWC, x and w
+// to channels-last, the convolution, and y back to NCHW with the bias added.
+const char* run(cudnnHandle_t handle, const Layout& l, const float* x, const float* w,
+                const float* b, float* y, cudaStream_t stream) {{
+  if (!l.channels_last) {{
+    const char* failure = convolve_in(handle, l, x, w, y);
+    if (failure != nullptr || b == nullptr) return failure;
+    const float one = 1.0f;
+    KA_CUDNN_TRY(cudnnAddTensor(handle, &one, l.b, b, &one, l.y, y));
+    return nullptr;
+  }}
+  const char* failure = ka_transpose_on(x, l.x_t, kBatch, kXChannels, kXSpatial, nullptr, stream);
+  if (failure == nullptr)
+    failure = ka_transpose_on(w, l.w_t, kWOuter, kWChannels, kWWindow, nullptr, stream);
+  if (failure == nullptr) failure = convolve_in(handle, l, l.x_t, l.w_t, l.y_t);
+  if (failure == nullptr)
+    failure = ka_transpose_on(l.y_t, y, kBatch, kYSpatial, kYChannels, b, stream);
+  return failure;
+}}
+
+// Milliseconds of three whole calls after an untimed one; negative where the layout fails.
+float timed(cudnnHandle_t handle, const Layout& l, const float* x, const float* w,
+            const float* b, float* y, cudaStream_t stream) {{
+  cudaEvent_t start, stop;
+  if (cudaEventCreate(&start) != cudaSuccess) return -1.0f;
+  if (cudaEventCreate(&stop) != cudaSuccess) {{
+    cudaEventDestroy(start);
+    return -1.0f;
+  }}
+  bool ok = run(handle, l, x, w, b, y, stream) == nullptr;
+  ok = ok && cudaEventRecord(start, stream) == cudaSuccess;
+  for (int i = 0; i < 3 && ok; ++i) ok = run(handle, l, x, w, b, y, stream) == nullptr;
+  ok = ok && cudaEventRecord(stop, stream) == cudaSuccess;
+  ok = ok && cudaEventSynchronize(stop) == cudaSuccess;
+  float ms = -1.0f;
+  if (ok && cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) ms = -1.0f;
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ok ? ms : -1.0f;
+}}
+
+// The layout asked for (1 NCHW, 2 NHWC), or for 0 the faster of the two that cuDNN can run.
+const char* setup(cudnnHandle_t handle, Layout& chosen, int layout, int tf32, const float* x,
+                  const float* w, const float* b, float* y, cudaStream_t stream) {{
+  Layout plain, last;
+  const char* plain_failure = layout == 2 ? "not asked for" : prepare(handle, plain, false, tf32);
+  const char* last_failure = layout == 1 ? "not asked for" : prepare(handle, last, true, tf32);
+  if (plain_failure != nullptr) release(plain);
+  if (last_failure != nullptr) release(last);
+  if (plain_failure != nullptr && last_failure != nullptr)
+    return layout == 2 ? last_failure : plain_failure;
+  bool use_last = plain_failure != nullptr;
+  if (plain_failure == nullptr && last_failure == nullptr) {{
+    float best_plain = -1.0f, best_last = -1.0f;
+    for (int round = 0; round < 2; ++round) {{
+      const float p = timed(handle, plain, x, w, b, y, stream);
+      const float q = timed(handle, last, x, w, b, y, stream);
+      if (p >= 0.0f && (best_plain < 0.0f || p < best_plain)) best_plain = p;
+      if (q >= 0.0f && (best_last < 0.0f || q < best_last)) best_last = q;
+    }}
+    use_last = best_last >= 0.0f && (best_plain < 0.0f || best_last < best_plain);
+  }}
+  if (use_last) {{
+    release(plain);
+    chosen = last;
+  }} else {{
+    release(last);
+    chosen = plain;
+  }}
+  return nullptr;
+}}
+
+// The convolution and its bias; the first call (per device, TF32 setting and layout) sets it
+// up, and a shape cuDNN cannot run is this call's error, every time.
 const char* convolve(const float* x, const float* w, const float* b, float* y, int tf32,
-                     cudaStream_t stream) {{
-  static State states[kMaxDevices][2];
-  State& s = states[ka_device()][tf32 ? 1 : 0];
+                     int layout, cudaStream_t stream) {{
+  struct State {{
+    bool tried = false;
+    const char* failure = nullptr;  // why cuDNN cannot run it
+    Layout layout;
+  }};
+  static State states[kMaxDevices][2][3];
+  if (layout < 0 || layout > 2) return "layout must be 0 (measured), 1 (NCHW) or 2 (NHWC)";
+  State& s = states[ka_device()][tf32 ? 1 : 0][layout];
   cudnnHandle_t handle = ka_cudnn_handle();
   if (handle == nullptr) return "cudnnCreate failed";
   KA_CUDNN_TRY(cudnnSetStream(handle, stream));
   if (!s.tried) {{
     s.tried = true;
-    s.failure = setup(handle, s, tf32);
+    s.failure = setup(handle, s.layout, layout, tf32, x, w, b, y, stream);
   }}
   if (s.failure != nullptr) return s.failure;
-  const float one = 1.0f, zero = 0.0f;
-  KA_CUDNN_TRY({run});
-  if (b != nullptr) KA_CUDNN_TRY(cudnnAddTensor(handle, &one, s.b, b, &one, s.y, y));
-  return nullptr;
+  return run(handle, s.layout, x, w, b, y, stream);
 }}
 #endif
 }}  // namespace {ns}
@@ -124,9 +291,9 @@ FORWARD = {
     "perf_type": "cudnnConvolutionFwdAlgoPerf_t",
     "algo_count": "CUDNN_CONVOLUTION_FWD_ALGO_COUNT",
     "find": "cudnnFindConvolutionForwardAlgorithm",
-    "find_args": "s.x, s.w, s.conv, s.y",
-    "run": "cudnnConvolutionForward(handle, &one, s.x, x, s.w, w, s.conv, s.algo, s.workspace, "
-    "s.workspace_bytes, &zero, s.y, y)",
+    "find_args": "l.x, l.w, l.conv, l.y",
+    "run": "cudnnConvolutionForward(handle, &one, l.x, x, l.w, w, l.conv, l.algo, l.workspace, "
+    "l.workspace_bytes, &zero, l.y, y)",
 }
 # A transposed convolution is the adjoint of the forward one from y to x: cuDNN's backward data
 # with x as dy, y as dx and the weight as it is ([in, out / groups, window], cuDNN's K x C/g).
@@ -135,9 +302,9 @@ TRANSPOSED = {
     "perf_type": "cudnnConvolutionBwdDataAlgoPerf_t",
     "algo_count": "CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT",
     "find": "cudnnFindConvolutionBackwardDataAlgorithm",
-    "find_args": "s.w, s.x, s.conv, s.y",
-    "run": "cudnnConvolutionBackwardData(handle, &one, s.w, w, s.x, x, s.conv, s.algo, "
-    "s.workspace, s.workspace_bytes, &zero, s.y, y)",
+    "find_args": "l.w, l.x, l.conv, l.y",
+    "run": "cudnnConvolutionBackwardData(handle, &one, l.w, w, l.x, x, l.conv, l.algo, "
+    "l.workspace, l.workspace_bytes, &zero, l.y, y)",
 }
 
 
@@ -147,8 +314,8 @@ def _as_2d(values: tuple[int, ...], fill: int) -> tuple[int, ...]:
 
 
 def cudnn_code(ns: str, conv: ConvShape, what: str) -> str:
-    """The namespace `ns` with `convolve(x, w, b or nullptr, y, tf32, stream)`, nullptr or an
-    error."""
+    """The namespace `ns` with `convolve(x, w, b or nullptr, y, tf32, layout, stream)`, nullptr
+    or an error."""
     inputs, outputs = _as_2d(conv.inputs, 1), _as_2d(conv.outputs, 1)
     window = _as_2d(conv.window, 1)
     weight = (
@@ -174,5 +341,13 @@ def cudnn_code(ns: str, conv: ConvShape, what: str) -> str:
         dilation=joined(_as_2d(conv.dilation, 1)),
         groups=conv.groups,
         max_workspace=MAX_WORKSPACE,
+        batch=conv.batch,
+        x_channels=conv.in_channels,
+        x_spatial=prod(inputs),
+        y_channels=conv.out_channels,
+        y_spatial=prod(outputs),
+        w_outer=weight[0],
+        w_channels=weight[1],
+        w_window=prod(window),
         **(TRANSPOSED if conv.transposed else FORWARD),
     )

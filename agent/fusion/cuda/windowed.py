@@ -10,7 +10,7 @@ elsewhere, where it runs only in a build without cuDNN.
 from __future__ import annotations
 
 from agent.fusion.body import conv_operands, standalone_operands
-from agent.fusion.cuda.cudnn_conv import cudnn_code
+from agent.fusion.cuda.cudnn_conv import LAYOUTS, cudnn_code
 from agent.fusion.cuda.prelude import idx_type, launch_params, pointer_params
 from agent.fusion.ir import numel
 from agent.fusion.plan import ConvShape, Kernel, Plan, conv_geometry, pool_geometry
@@ -122,13 +122,14 @@ def convolution_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool
     args = ", ".join(p.buffer for p in local)
     code += f"""
 extern "C" const char* {ns}_launch({host}, int threads, int blocks_per_sm, int tf32,
-                                 cudaStream_t stream) {{
+                                 int layout, cudaStream_t stream) {{
 #if defined(KA_HAVE_CUDNN)
   (void)threads;
   (void)blocks_per_sm;
-  return {ns}::convolve(x, w, {"b" if b else "nullptr"}, y, tf32, stream);
+  return {ns}::convolve(x, w, {"b" if b else "nullptr"}, y, tf32, layout, stream);
 #else
   (void)tf32;
+  (void)layout;
   return {direct}::launch({args}, threads, blocks_per_sm, stream);
 #endif
 }}
@@ -140,12 +141,14 @@ extern "C" const char* {ns}_launch({host}, int threads, int blocks_per_sm, int t
         code=code,
         launcher=f"{ns}_launch",
         params=params,
-        launch={**LAUNCH, "tf32": int(allow_tf32)},
+        # layout: 0 times cuDNN's NCHW and NHWC on the first call and keeps the faster (1 NCHW,
+        # 2 NHWC force one: cudnn_conv.py)
+        launch={**LAUNCH, "tf32": int(allow_tf32), "layout": LAYOUTS["measured"]},
         # threads and blocks_per_sm launch only the direct kernel, which runs where the build has
         # no cuDNN and is no contest where it has (31 ms against cuDNN's 1.8 ms on the H200)
         tunables={},
-        description=f"{what}: cuDNN, the fastest algorithm its Find measures (a direct kernel "
-        "where the build has no cuDNN)",
+        description=f"{what}: cuDNN, NCHW or NHWC as its first call measures faster, the "
+        "fastest algorithm its Find measures (a direct kernel where the build has no cuDNN)",
     )
 
 

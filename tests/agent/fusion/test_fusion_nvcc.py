@@ -158,7 +158,7 @@ typedef struct cudnnFilterStruct* cudnnFilterDescriptor_t;
 typedef struct cudnnConvolutionStruct* cudnnConvolutionDescriptor_t;
 typedef enum { CUDNN_STATUS_SUCCESS = 0 } cudnnStatus_t;
 typedef enum { CUDNN_DATA_FLOAT = 0 } cudnnDataType_t;
-typedef enum { CUDNN_TENSOR_NCHW = 0 } cudnnTensorFormat_t;
+typedef enum { CUDNN_TENSOR_NCHW = 0, CUDNN_TENSOR_NHWC = 1 } cudnnTensorFormat_t;
 typedef enum { CUDNN_CONVOLUTION = 0, CUDNN_CROSS_CORRELATION = 1 } cudnnConvolutionMode_t;
 typedef enum { CUDNN_DEFAULT_MATH = 0, CUDNN_FMA_MATH = 3 } cudnnMathType_t;
 typedef enum { CUDNN_NON_DETERMINISTIC = 0 } cudnnDeterminism_t;
@@ -178,6 +178,9 @@ const char* cudnnGetErrorString(cudnnStatus_t status);
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* desc);
 cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* desc);
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* desc);
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc);
+cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t desc);
+cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t desc);
 cudnnStatus_t cudnnSetTensorNdDescriptorEx(cudnnTensorDescriptor_t desc,
     cudnnTensorFormat_t format, cudnnDataType_t type, int dims, const int sizes[]);
 cudnnStatus_t cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t desc, cudnnDataType_t type,
@@ -224,9 +227,15 @@ def cudnn_flags(include_flags, tmp_path_factory):
 
 def test_convolutions_through_cudnn_compile(tmp_path, cudnn_flags):
     """Every convolution of the case (1-d to 3-d, forward and transposed, grouped, with and
-    without a bias) through cuDNN, the direct kernel beside it."""
-    source = compile_graph(convolutions().ir, "cuda").files["kernels/fused.cu"]
+    without a bias) through cuDNN in both layouts (NHWC through the transposes), the direct
+    kernel beside it; `layout` is a launch parameter, 0 (measured) unless asked."""
+    program = compile_graph(convolutions().ir, "cuda")
+    source = program.files["kernels/fused.cu"]
     assert source.count("::convolve(x, w, ") == 6  # a cuDNN call in each conv's launcher
+    assert "CUDNN_TENSOR_NHWC" in source and "ka_transpose<<<" in source
+    cudnn_kernels = [k.name for k in program.kernels if "cuDNN" in k.description]
+    assert len(cudnn_kernels) == 6
+    assert {program.launch[name]["layout"] for name in cudnn_kernels} == {0}
     assert "cudnnConvolutionBackwardData(" in source and "cudnnConvolutionForward(" in source
     _nvcc(source, tmp_path, cudnn_flags)
 
