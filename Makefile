@@ -28,9 +28,10 @@ run: $(STAMP)
 dev: $(STAMP)
 	DEBUG=1 $(PY) -m webapp.serve
 
-# A worker per core (pytest-xdist), each test file whole on one worker: the suite mostly waits on
-# processes it started, so two workers on a 2-core host take about two thirds of one's time
-# (docs/architecture.md, "Tests that run the whole stack"). At most 8: each worker takes a Redis
+# A worker per core (pytest-xdist), each test file whole on one worker: two workers on a 2-core
+# host take about two thirds of one's time, and more do not pay (session 48: four took 46:35
+# against two's 49:57, the cores 95% busy; docs/architecture.md, "Tests that run the whole
+# stack"). At most 8: each worker takes a Redis
 # database of its own after REDIS_URL's (a server has 16) and starts whole stacks. Files go out in
 # collection order, the slow ones first (tests/conftest.py), so none starts last.
 test: $(STAMP) browser
