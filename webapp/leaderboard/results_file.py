@@ -299,6 +299,7 @@ class ImportSummary:
     runs_added: int
     baselines_kept: int = 0  # newer here than in the file
     own: bool = False  # this database's own export: nothing imported
+    baselines_waiting: int = 0  # requested in the file, not measured yet
 
     def line(self) -> str:
         where = f"suite {self.suite} on {self.gpu_type} ({self.protocol}) from {self.origin}"
@@ -307,9 +308,20 @@ class ImportSummary:
         kept = f", {self.baselines_kept} newer here kept" if self.baselines_kept else ""
         return (
             f"{where}: {self.problems} problems ({self.problems_added} new), "
-            f"{self.baselines} baselines{kept}, {self.evaluations} evaluations, {self.runs} runs "
-            f"({self.runs_added} new)"
+            f"{baselines_counted(self.baselines, self.baselines_waiting)}{kept}, "
+            f"{self.evaluations} evaluations, {self.runs} runs ({self.runs_added} new)"
         )
+
+
+def waiting_baselines(rows: list[dict]) -> int:
+    """A file's baseline rows that were requested and not measured yet (no time, no error)."""
+    return sum(row.get("measured") is None and not row.get("error") for row in rows)
+
+
+def baselines_counted(rows: int, waiting: int) -> str:
+    """ "83 baselines (34 not measured yet)": a row is stored when it is asked for, so a count
+    alone reads a level as measured when it is not (level 2's file, session 48)."""
+    return f"{rows} baselines" + (f" ({waiting} not measured yet)" if waiting else "")
 
 
 def read_results_file(path: Path | str) -> dict:
@@ -324,7 +336,8 @@ def import_results(data: dict) -> ImportSummary:
     check_results(data)
     if data.get("instance") == Instance.key_here():
         counts = (len(data["problems"]), 0, len(data["baselines"]), len(data["evaluations"]), 0, 0)
-        return ImportSummary(*_described(data), *counts, own=True)
+        waiting = waiting_baselines(data["baselines"])
+        return ImportSummary(*_described(data), *counts, own=True, baselines_waiting=waiting)
     with transaction.atomic():
         suite = _suite_in(data["suite"])
         attach_reported_results(suite)
@@ -347,7 +360,8 @@ def import_results(data: dict) -> ImportSummary:
         for reported in data["reported"]:
             _reported_in(reported, suite)
     counts = (len(problems), added, len(data["baselines"]), len(data["evaluations"]), *runs)
-    return ImportSummary(*_described(data), *counts, baselines_kept=kept)
+    waiting = waiting_baselines(data["baselines"])
+    return ImportSummary(*_described(data), *counts, baselines_kept=kept, baselines_waiting=waiting)
 
 
 def _described(data: dict) -> tuple[str, str, str, str]:

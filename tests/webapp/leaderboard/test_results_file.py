@@ -590,6 +590,27 @@ def test_the_commands_export_and_import_a_file(suite, tmp_path, capsys):
         call_command("import_results", str(path))
 
 
+def test_the_lines_count_the_baselines_not_measured_yet(suite, tmp_path, capsys):
+    """A baseline row is stored when it is asked for, so a file carries requested ones unmeasured:
+    export's and import's lines say how many (level 2's file said "83 baselines" with 34 still
+    waiting). Known-good beside it: the lines above, all measured, say nothing of the kind."""
+    first = Baseline.objects.order_by("pk").first()
+    Baseline.objects.filter(pk=first.pk).update(
+        eager_ms=None,
+        compile_ms=None,
+        compile_max_autotune_ms=None,
+        sol_ms=None,
+        measurements=[],
+        measured=None,
+    )
+    path = tmp_path / "kb-level1-cpu.json"
+    call_command("export_results", suite=SUITE, gpu=GPU, output=str(path), origin="gpu-host")
+    empty_database()
+    call_command("import_results", str(path))
+    out = capsys.readouterr().out
+    assert out.count("2 baselines (1 not measured yet), 1 evaluations") == 2, out
+
+
 def test_serve_imports_the_committed_results_once(suite, tmp_path):
     results = tmp_path / "results"
     results.mkdir()

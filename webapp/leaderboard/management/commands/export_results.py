@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from webapp.leaderboard.results_file import ResultsFileError, export_results, write_results_file
+from webapp.leaderboard.results_file import (
+    ResultsFileError,
+    baselines_counted,
+    export_results,
+    waiting_baselines,
+    write_results_file,
+)
 from webapp.stack_command import StackCommand
 from webapp.suites.models import Suite
 
@@ -44,6 +50,7 @@ class Command(StackCommand):
         runs = sum(len(e["runs"]) for e in data["evaluations"]) + len(data["submissions"])
         self.stdout.write(
             f"{options['output']}: suite {suite.name} on {data['gpu_type']} ({data['protocol']}): "
-            f"{len(data['problems'])} problems, {len(data['baselines'])} baselines, "
+            f"{len(data['problems'])} problems, "
+            f"{baselines_counted(len(data['baselines']), waiting_baselines(data['baselines']))}, "
             f"{len(data['evaluations'])} evaluations, {runs} runs"
         )
