@@ -319,8 +319,8 @@ def waiting_baselines(rows: list[dict]) -> int:
 
 
 def baselines_counted(rows: int, waiting: int) -> str:
-    """ "83 baselines (34 not measured yet)": a row is stored when it is asked for, so a count
-    alone reads a level as measured when it is not (level 2's file, session 48)."""
+    """The count, and how many are not measured yet: a row is stored when it is asked for, so a
+    count alone reads a level as measured when it is not (level 2's file, session 48)."""
     return f"{rows} baselines" + (f" ({waiting} not measured yet)" if waiting else "")
 
 
@@ -336,8 +336,7 @@ def import_results(data: dict) -> ImportSummary:
     check_results(data)
     if data.get("instance") == Instance.key_here():
         counts = (len(data["problems"]), 0, len(data["baselines"]), len(data["evaluations"]), 0, 0)
-        waiting = waiting_baselines(data["baselines"])
-        return ImportSummary(*_described(data), *counts, own=True, baselines_waiting=waiting)
+        return ImportSummary(*_described(data), *counts, own=True)
     with transaction.atomic():
         suite = _suite_in(data["suite"])
         attach_reported_results(suite)

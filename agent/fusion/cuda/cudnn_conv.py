@@ -115,7 +115,8 @@ constexpr long long kBatch = {batch}, kXChannels = {x_channels}, kXSpatial = {x_
 constexpr long long kYChannels = {y_channels}, kYSpatial = {y_spatial};
 constexpr long long kWOuter = {w_outer}, kWChannels = {w_channels}, kWWindow = {w_window};
 
-// One layout's descriptors, algorithm and buffers (the scratch: NHWC only).
+// One layout's descriptors, algorithm and buffers (the bias's descriptor: NCHW only; the
+// scratch: NHWC only).
 struct Layout {{
   bool channels_last = false;
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
@@ -148,14 +149,15 @@ const char* prepare(cudnnHandle_t handle, Layout& l, bool channels_last, int tf3
   l.channels_last = channels_last;
   KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&l.x));
   KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&l.y));
-  KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&l.b));
   KA_CUDNN_TRY(cudnnCreateFilterDescriptor(&l.w));
   KA_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&l.conv));
   const cudnnTensorFormat_t format = channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(l.x, format, CUDNN_DATA_FLOAT, kDims, kXDims));
   KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(l.y, format, CUDNN_DATA_FLOAT, kDims, kYDims));
-  KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(l.b, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, kDims,
-                                            kBDims));
+  if (!channels_last) {{  // NHWC adds the bias in its last transpose
+    KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&l.b));
+    KA_CUDNN_TRY(cudnnSetTensorNdDescriptorEx(l.b, format, CUDNN_DATA_FLOAT, kDims, kBDims));
+  }}
   KA_CUDNN_TRY(cudnnSetFilterNdDescriptor(l.w, CUDNN_DATA_FLOAT, format, kDims, kWDims));
   KA_CUDNN_TRY(cudnnSetConvolutionNdDescriptor(l.conv, kDims - 2, kPadding, kStride, kDilation,
                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
