@@ -15,7 +15,14 @@ from gpu_workers.harness import settings
 from gpu_workers.harness.build import compile as compile_mod
 from gpu_workers.harness.build import workspace
 from gpu_workers.harness.capture import graph as graph_mod
-from gpu_workers.harness.judge import clock_record, environment, failure, gpu_lock, runner_process
+from gpu_workers.harness.judge import (
+    clock_record,
+    compiler_seed,
+    environment,
+    failure,
+    gpu_lock,
+    runner_process,
+)
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge import verify as verify_mod
@@ -351,7 +358,10 @@ class Session:
             return
         stages = self._base / "candidates"
         stages.mkdir(exist_ok=True)
-        view = sandbox.View(readable=(self.root, stages, self._problem_path.parent))
+        shown = (self.root, stages, self._problem_path.parent)
+        if seed := compiler_seed.ready(self.device):  # for the reference's torch.compile
+            shown += (seed,)
+        view = sandbox.View(readable=shown)
         self._fork_server = runner_process.start_fork_server(
             self.device, view, self.root, self.protocol.step_timeout_s
         )

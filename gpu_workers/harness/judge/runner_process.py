@@ -10,7 +10,7 @@ import socket
 import time
 from pathlib import Path
 
-from gpu_workers.harness.judge import runner_replies
+from gpu_workers.harness.judge import compiler_seed, runner_replies
 from gpu_workers.harness.judge.channel import NO_ANSWER, Channel, RunnerGone
 from gpu_workers.harness.judge.fork_server import ForkServer, ForkServerFailed, end_process
 from gpu_workers.harness.sandbox import launch as sandbox
@@ -252,13 +252,22 @@ def begin_reference(
     modules too where it `compiles`, for the baselines) while the judge does other work;
     `load_reference` gives it the problem. It sees the problem's own folder and nothing of any
     candidate's: give it a folder holding model.py alone. With `server`, forked from it (a
-    ForkServer whose view holds that folder)."""
+    ForkServer whose view holds that folder). It sees the machine's compiler seed too, where
+    there is one (built first where it `compiles` and there is none; compiler_seed.py)."""
     folder = problem_path.parent
-    view = sandbox.View(readable=(folder,))
+    seed = compiler_seed.ensure(device) if compiles else compiler_seed.ready(device)
+    if seed is not None and server is not None and seed not in server.view.readable:
+        seed = None  # the server started before the seed was built: a forked runner cannot see it
+    view = sandbox.View(readable=(folder,) if seed is None else (folder, seed))
     runner = RunnerProcess("reference", device, view, folder, timeout_s, server=server)
     try:
         # answered once it is up, its device's context made: `settle` waits for that
-        runner.ask("prepare", device=device, compiles=compiles)
+        runner.ask(
+            "prepare",
+            device=device,
+            compiles=compiles,
+            compiler_seed=None if seed is None else str(seed),
+        )
     except BaseException:
         runner.close()
         raise
@@ -277,9 +286,11 @@ def load_reference(runner: RunnerProcess, problem_path: Path, device: str, proto
     return runner
 
 
-def start_reference(problem_path: Path, device: str, protocol, timeout_s: float = 600):
+def start_reference(
+    problem_path: Path, device: str, protocol, timeout_s: float = 600, compiles: bool = False
+):
     """A reference runner with the problem loaded."""
-    runner = begin_reference(problem_path, device, timeout_s)
+    runner = begin_reference(problem_path, device, timeout_s, compiles=compiles)
     return load_reference(runner, problem_path, device, protocol)
 
 

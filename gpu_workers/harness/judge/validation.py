@@ -64,7 +64,9 @@ def validate(source: str, device: str, protocol: Protocol, timeout_s: float = 60
         problem_path = Path(tmp) / "model.py"
         problem_path.write_text(source)
         try:
-            with runner_process.start_reference(problem_path, device, protocol, timeout_s) as ref:
+            with runner_process.start_reference(
+                problem_path, device, protocol, timeout_s, compiles=True
+            ) as ref:
                 judge = Judge(device, protocol)
                 try:
                     found = _judge(judge, ref)

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from gpu_workers.harness.capture import graph as graph_mod
-from gpu_workers.harness.judge import sensitivity
+from gpu_workers.harness.judge import compiler_seed, sensitivity
 from gpu_workers.harness.judge.protocol import Protocol
 from gpu_workers.harness.runner import problem as problem_mod
 from gpu_workers.harness.runner.state import (
@@ -33,7 +33,10 @@ def prepare(state: RunnerState, message: dict, fds: list[int]) -> dict:
     """Answers once the process is up (its interpreter, torch and the harness imported) and, on
     a GPU, its context is made (`load` made it, under the GPU lock), so the judge waits for that
     outside the lock; nothing here touches the problem. A runner that will time torch.compile
-    (`compiles`) imports the compiler here too."""
+    (`compiles`) imports the compiler here too, and one given the machine's compiler seed
+    starts its compile caches from it (judge/compiler_seed.py)."""
+    if message.get("compiler_seed"):  # before any compile; in validation `compiled` compiles
+        compiler_seed.lend(Path(message["compiler_seed"]))
     if message.get("device") == "cuda":
         torch.zeros(1, device="cuda")
     if message.get("compiles"):

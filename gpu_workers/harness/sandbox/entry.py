@@ -1,8 +1,8 @@
 """The program every sandboxed step runs: `python -m gpu_workers.harness.sandbox.entry STEP
 REQUEST.json RESULT_FD`. It binds the clocks (gpu_workers.harness.judge.timing) before any
 problem or candidate code is imported, runs one step, and writes the step's JSON result to the
-descriptor RESULT_FD (a pipe the worker reads, bounded: the step sees no writable folder of the
-host)."""
+descriptor RESULT_FD (a pipe the worker reads, bounded). A step that runs user code sees no
+writable folder of the host; the compiler seed's, which runs none, writes the seed's folder."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpu_workers.harness.capture import graph
 from gpu_workers.harness.judge import (
+    compiler_seed,
     footprint,
     roofline,
     timing,  # noqa: F401  - binds the clocks first (threat 6)
@@ -24,6 +25,7 @@ STEPS = {
     "peaks": roofline.measure_in_child,
     "graph": graph.capture_in_child,
     "footprint": footprint.measure_in_child,
+    "compiler_seed": compiler_seed.build_in_child,
 }
 EXIT_RAISED = 3
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 
 from gpu_workers.harness import settings
-from gpu_workers.harness.judge import failure, gpu_lock, roofline, runner_process
+from gpu_workers.harness.judge import compiler_seed, failure, gpu_lock, roofline, runner_process
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge.clock_record import CLOCK_RECORD_ENV
@@ -103,6 +103,9 @@ def test_baselines_asked_for_by_two_at_once_are_measured_once(tmp_path, monkeypa
         results.append(profile_mod.baselines(problem, "cpu", protocol, workdir))
 
     askers = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+    # the machine's compiler seed, a build (which waits for a timing), made before: as a worker
+    # warms up, not behind the hold this process takes below
+    compiler_seed.ensure("cpu")
     with real_hold("cpu"):  # both reach the lock before either measures
         for asker in askers:
             asker.start()
