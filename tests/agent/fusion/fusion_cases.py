@@ -734,6 +734,45 @@ def _captured_case(name, problem, kinds, nodes, init_inputs=()) -> Case:
     return Case(name, _captured_ir(problem, list(init_inputs)), problem, kinds, nodes)
 
 
+LONG_ROW_NORMS_MODEL = '''class Model(nn.Module):
+    """KernelBench's LayerNorm over every dim but the batch, and an RMSNorm the same way."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.ln = nn.LayerNorm(shape)
+        self.shape = shape
+
+    def forward(self, x):
+        return self.ln(x), F.rms_norm(x * 2.0, self.shape, eps=1e-6)
+'''
+
+
+def long_row_norms(n: int = 2, shape: tuple[int, ...] = (8, 32, 32)) -> Case:
+    """A layer_norm and an rms_norm of few long rows (2 of 8192): written as split reductions
+    and pointwise steps, each mean in two stages over parts that fill the GPU."""
+    problem = (
+        HEADER
+        + LONG_ROW_NORMS_MODEL
+        + _inputs((n, *shape))
+        + f"\n\ndef get_init_inputs():\n    return [{shape!r}]\n"
+    )
+    row, pointwise = "row_reduction", "pointwise"
+    kinds = (row, row, row, row, row, row, pointwise)
+    nodes = (
+        ("ln.mean.partial",),  # its chunks view an input: no kernel's alias
+        ("ln.mean.total", "ln.mean"),
+        ("ln.deviation", "ln.square", "ln.variance.partial", "ln.variance.chunks"),
+        ("ln.variance.total", "ln.spread_eps", "ln.rstd", "ln.variance"),
+        # the layer norm's last pass, then the rms_norm's prologue over the same elements
+        ("ln.centred", "ln.normed", "ln.mul_ln.weight", "ln", "mul", "rms_norm.square",
+         "rms_norm.mean_square.partial", "rms_norm.mean_square.chunks"),
+        ("rms_norm.mean_square.total", "rms_norm.spread_eps", "rms_norm.rstd",
+         "rms_norm.mean_square"),
+        ("rms_norm",),  # x * 2 times its row's rstd, renamed as the norm's output
+    )  # fmt: skip
+    return _captured_case("long_row_norms", problem, kinds, nodes, [shape])
+
+
 ARG_REDUCTIONS_MODEL = '''class Model(nn.Module):
     """argmax / argmin along a middle dim, the last dim (keepdim), beside a size-1 dim, over
     everything, and torch.max's indices; the inputs are small integers, so ties are many."""
@@ -1279,7 +1318,7 @@ AXIS = [
     long_row_reductions(),
     logsumexp_two_ways(),
 ]
-NORMS = [norm_layers(), losses()]
+NORMS = [norm_layers(), losses(), long_row_norms()]
 SCANS = [scans()]
 COVERAGE = [
     arg_reductions(),

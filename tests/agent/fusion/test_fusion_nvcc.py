@@ -135,13 +135,16 @@ KERNELBENCH_SIZES = {
     "avg_pool_2d": _one_op([16, 64, 2048, 2048], "avg_pool", [16, 64, 186, 186],
                            kernel_size=[11] * 2, stride=[11] * 2, padding=[0] * 2),
     "cross_entropy": _cross_entropy(32768, 4096),
+    # L1 40_LayerNorm: 16 rows of 4 M elements, split reductions and pointwise steps
+    "layer_norm_long_rows": _one_op([16, 64, 256, 256], "layer_norm", [16, 64, 256, 256],
+                                    normalized_shape=[64, 256, 256], eps=1e-5),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(KERNELBENCH_SIZES))
 def test_kernelbench_sizes_compile(name, tmp_path, include_flags):
-    """argmax, scans, pooling and cross-entropy at KernelBench's sizes (64-bit indices past
-    2^31 elements), from hand-written IR."""
+    """argmax, scans, pooling, cross-entropy and a long-row layer norm at KernelBench's sizes
+    (64-bit indices past 2^31 elements), from hand-written IR."""
     program = compile_graph(KERNELBENCH_SIZES[name], "cuda")
     assert program.unsupported == []
     _nvcc(program.files["kernels/fused.cu"], tmp_path, include_flags)
