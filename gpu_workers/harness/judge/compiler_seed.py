@@ -13,6 +13,7 @@ private caches (read-only to it, under a megabyte) before its first compile. The
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -37,18 +38,18 @@ _METHOD = 1  # bump when the toy function or the folders change: a new seed is b
 
 def seed_path(device: str) -> Path:
     """Where this machine's seed for `device` lives (present once built)."""
+    return settings.cache_dir() / "compiler-seed" / _key(device, settings.gpu_index())
+
+
+@functools.cache
+def _key(device: str, gpu_index: str) -> str:
+    """Once per process: every session's and reference's start asks, and on a GPU the device's
+    name costs an nvidia-smi call."""
     import torch
 
-    key = json.dumps(
-        [
-            _METHOD,
-            device,
-            environment.device_name(device, settings.gpu_index()),
-            torch.__version__,
-            torch.version.cuda,
-        ]  # fmt: skip
-    )
-    return settings.cache_dir() / "compiler-seed" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    name = environment.device_name(device, gpu_index)
+    key = json.dumps([_METHOD, device, name, torch.__version__, torch.version.cuda])
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def ready(device: str) -> Path | None:
