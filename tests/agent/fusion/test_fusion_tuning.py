@@ -125,21 +125,93 @@ def get_init_inputs():
 """
 
 
-@pytest.mark.parametrize("epilogue, tuned", [("", False), (" * 2.0", True)])
-def test_a_bare_library_call_is_not_tuned(epilogue, tuned):
-    """A CUDA matmul alone is one cuBLAS call: its launch parameters change nothing, so the run
-    finishes on its first profile rather than time identical variants. Known-bad beside it: a
-    matmul with an epilogue kernel tunes that kernel's launch."""
-    source = BARE_MATMUL.replace("torch.matmul(a, b)", f"torch.matmul(a, b){epilogue}")
+@pytest.mark.parametrize(
+    "after, untuned",
+    [
+        ("", "no launch parameter"),
+        (" * 2.0", "a pointwise launch is too small a share"),
+        (".softmax(dim=1)", None),
+    ],
+)
+def test_launches_beside_a_library_call_are_tuned_only_where_they_matter(after, untuned):
+    """A CUDA matmul alone is one cuBLAS call: its launch parameters change nothing; its
+    pointwise epilogue's launch moves the program by noise (worth_tuning): the run finishes on
+    its first profile rather than time such variants. Known-bad beside them: a softmax after
+    the matmul has its row kernel tuned, and only that one."""
+    source = BARE_MATMUL.replace("torch.matmul(a, b)", f"torch.matmul(a, b){after}")
     captured = graph.capture(source, "cpu", LOOSE)
     captured["device"] = "cuda"  # the plan the GPU target makes; nothing here runs on it
     drive = Driver()
     writes = drive.to_first_profile(format_graph(captured))
     assert any("cublasSgemm" in c.arguments["content"] for c in writes)
     (call,) = drive.answer(summarise_profile(timed(1.0)))
-    assert (call.name == "tune") == tuned
-    if not tuned:
-        assert call.name == "finish" and "no launch parameter" in call.arguments["summary"]
+    if untuned:
+        assert call.name == "finish" and untuned in call.arguments["summary"]
+    else:
+        assert call.name == "tune"
+        kernels = {v["name"].split(" ", 1)[0] for v in call.arguments["variants"]}
+        assert kernels == {"k1_softmax"}  # the row kernel; k0, the GEMM, is left as it is
+
+
+def failed_verify(error: str | None = None) -> str:
+    """The verify tool's reply to kernels that miss the tolerance (or, with `error`, to a
+    judgement the harness could not finish)."""
+    verdict = {"ok": False, "max_abs_err": 3.1, "max_rel_err": 0.4}
+    if error:
+        verdict |= {"error": error, "failed_by": "infrastructure"}
+    return summarise_verify(verdict)
+
+
+@pytest.mark.parametrize("second_verify", ["passes", "fails"])
+def test_kernels_that_fail_with_tf32_are_verified_again_without_it(second_verify):
+    """A sum over many TF32 products can miss the loose tolerance where the exact result is near
+    zero: the run rewrites model_new.py with every cuBLAS call's tf32 off and verifies again;
+    it goes on from that launch when it passes and ends as the compiler's bug when it fails."""
+    source = BARE_MATMUL.replace("torch.matmul(a, b)", "torch.matmul(a, b).sum(dim=1)")
+    captured = graph.capture(source, "cpu", LOOSE)
+    captured["device"] = "cuda"
+    drive = Driver()
+    drive.answer()
+    writes = drive.answer(format_graph(captured))
+    first = next(c.arguments["content"] for c in writes if c.arguments["path"] == "model_new.py")
+    assert "'tf32': 1" in first
+    drive.answer(*["wrote"] * len(writes))
+    drive.answer(summarise_compile({"ok": True, "log": ""}))
+    write, verify = drive.answer(failed_verify())
+    assert write.name == "write_file" and verify.name == "verify"
+    exact = write.arguments["content"]
+    assert "'tf32': 0" in exact and "'tf32': 1" not in exact
+    if second_verify == "fails":
+        (finish,) = drive.answer("wrote", failed_verify())
+        assert finish.name == "finish" and "did not verify" in finish.arguments["summary"]
+        return
+    (profile,) = drive.answer("wrote", summarise_verify(VERIFIED))
+    assert profile.name == "profile"
+    (call,) = drive.answer(summarise_profile(timed(1.0)))
+    variants = call.arguments["variants"] if call.name == "tune" else []
+    assert all("'tf32': 0" in v["files"]["model_new.py"] for v in variants)
+
+
+@pytest.mark.parametrize("matmul", [False, True])
+def test_no_second_verify_without_tf32_or_for_the_harness_failing(captured, matmul):
+    """Known-bad beside the retry: kernels with no TF32 call (a pointwise chain), or a verify the
+    harness could not finish, end the run at once with the first verify's cause."""
+    drive = Driver()
+    graph_text = captured
+    if matmul:
+        source = BARE_MATMUL.replace("torch.matmul(a, b)", "torch.matmul(a, b).sum(dim=1)")
+        matmul_graph = graph.capture(source, "cpu", LOOSE)
+        matmul_graph["device"] = "cuda"
+        graph_text = format_graph(matmul_graph)
+    drive.answer()
+    writes = drive.answer(graph_text)
+    drive.answer(*["wrote"] * len(writes))
+    drive.answer(summarise_compile({"ok": True, "log": ""}))
+    reply = failed_verify(error="CUDA out of memory" if matmul else None)
+    (finish,) = drive.answer(reply)
+    assert finish.name == "finish"
+    expected = "could not judge" if matmul else "did not verify"
+    assert expected in finish.arguments["summary"]
 
 
 @pytest.mark.parametrize("light, tuned", [(AT_SPEED_OF_LIGHT, False), (0.85, True)])
