@@ -210,6 +210,23 @@ def test_a_baseline_far_slower_than_validation_is_measured_again_and_says_so(lev
     assert "eager" in line and "the machine was busy" in line  # the times, and why to doubt them
 
 
+@pytest.mark.parametrize(
+    ("validated_ms", "eager_ms", "disagrees"),
+    [
+        (0.086, 0.102, False),  # H100, synth-1 0013: a 0.086 ms MLP, the best of 4 processes
+        (0.086, 0.143, False),  # ... and the slower of its first two: launch noise
+        (0.086, 2.9, True),  # known-bad: 34 times slower, a busy machine
+        (2.0, 2.6, True),  # known-bad: 30% over a problem of real work
+        (2.0, 2.45, False),
+    ],
+)
+def test_launch_noise_is_not_a_busy_machine(validated_ms, eager_ms, disagrees):
+    """A problem of a few launches measured in a fresh process moves by tens of microseconds;
+    that alone never asks for more measurements (each one a compile under the GPU lock)."""
+    best = {"eager_ms": eager_ms}
+    assert baseline_measurement.disagrees(best, validated_ms, "cuda") is disagrees
+
+
 def test_missing_requests_only_what_has_no_baseline_or_failed(level1, monkeypatch):
     """`benchmark_baselines --missing`, as gpu_suite_run.sh sends it on every call: a level
     measured over several machines never measures again what was measured, nor sends twice what
