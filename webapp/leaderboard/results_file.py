@@ -2,11 +2,12 @@
 imported into any instance: what a GPU host measured shows on a board anywhere.
 
 The file holds the suite, its problems (name, position, sha256, validation; the source only when
-asked, since KernelBench's files are not ours to publish), the baselines, every evaluation with
-its ended runs (best candidate and re-grade) and people's ended submissions, the reported rows
-and the GPU and software environment. Runs and evaluations carry a key,
-"<origin>/<instance>/run/<id>", that names where they were measured: the host and the database
-(leaderboard.Instance), since every lent machine is called "vm".
+asked, since KernelBench's files are not ours to publish, and always for a synthesized problem,
+with its provenance: the composer's text is ours, and no folder holds it to import again), the
+baselines, every evaluation with its ended runs (best candidate and re-grade) and people's ended
+submissions, the reported rows and the GPU and software environment. Runs and evaluations carry
+a key, "<origin>/<instance>/run/<id>", that names where they were measured: the host and the
+database (leaderboard.Instance), since every lent machine is called "vm".
 
 Importing is one transaction: the whole file is checked before anything is written, and an error
 anywhere leaves the database as it was. Problems are matched by sha256 among the service
@@ -213,8 +214,12 @@ def _problem_out(entry: SuiteProblem, with_sources: bool) -> dict:
         "reasons": problem.reasons,
         **_fields(problem, VALIDATION_FIELDS),
     }
-    if with_sources and problem.source:
+    # A synthesized problem is the composer's text, published with its suite: the file is the
+    # only way another machine gets its source (no folder to import_suite it from).
+    if (with_sources or entry.provenance) and problem.source:
         out["source"] = problem.source
+    if entry.provenance:
+        out["provenance"] = entry.provenance
     return out
 
 
@@ -438,11 +443,16 @@ def _problem_in(problem: Problem | None, entry: dict, suite: Suite, owner) -> Pr
 
 def _entry_in(suite: Suite, problem: Problem, entry: dict) -> None:
     existing = SuiteProblem.objects.filter(suite=suite, name=entry["name"]).first()
+    provenance = entry.get("provenance") or {}
     if existing is None:
         existing = SuiteProblem.objects.filter(suite=suite, problem=problem).first()
         if existing is None:
             SuiteProblem.objects.create(
-                suite=suite, problem=problem, name=entry["name"], position=entry["position"]
+                suite=suite,
+                problem=problem,
+                name=entry["name"],
+                position=entry["position"],
+                provenance=provenance,
             )
             return
     if existing.problem_id != problem.pk or existing.name != entry["name"]:
@@ -452,6 +462,8 @@ def _entry_in(suite: Suite, problem: Problem, entry: dict) -> None:
             f"{existing.problem.sha256[:12]}: export and import the changed problem under a new "
             "suite"
         )
+    if provenance and not existing.provenance:  # a synthesized suite's, imported without it
+        SuiteProblem.objects.filter(pk=existing.pk).update(provenance=provenance)
 
 
 def _baseline_in(fields: dict, problem: Problem, data: dict) -> bool:
@@ -584,6 +596,8 @@ def _check_problem(entry: dict, where: str) -> None:
         raise ResultsFileError(f"{where}: sha256 must be 64 lowercase hex digits")
     if entry["status"] not in ProblemStatus.values:
         raise ResultsFileError(f"{where}: status {entry['status']!r} is not a problem status")
+    if not isinstance(entry.get("provenance", {}), dict):
+        raise ResultsFileError(f"{where}: provenance must be an object (a synthesized problem's)")
     source = entry.get("source")
     if not source:
         return

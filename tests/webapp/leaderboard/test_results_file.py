@@ -459,6 +459,33 @@ def test_a_problem_imported_without_source_gets_it_from_import_suite(suite, fold
     assert [item.problem for item in files][0] == waiting
 
 
+def test_a_synthesized_suite_travels_with_its_sources_and_provenance(suite):
+    """A synthesized problem has no folder to import_suite it from: its file carries its source
+    and provenance unasked, so the next machine measures its baselines and `synthesize` counts it
+    as made (the test above is the known-bad beside it: a folder's suite carries no source)."""
+    for entry in suite.entries.all():
+        entry.provenance = {"composer": "chain-v1", "seed": 1, "index": entry.position}
+        entry.save()
+    data = exported(suite)
+    assert all(problem["source"] and problem["provenance"] for problem in data["problems"])
+    empty_database()
+
+    import_results(data)
+
+    imported = Suite.objects.get(name=SUITE)
+    assert imported.entries.filter(provenance__seed=1).count() == 3
+    assert all(entry.problem.source for entry in imported.entries.select_related("problem"))
+
+
+def test_it_refuses_a_provenance_that_is_not_an_object(suite):
+    data = exported(suite)
+    data["problems"][0]["provenance"] = "chain-v1"
+    empty_database()
+    with pytest.raises(ResultsFileError, match="provenance must be an object"):
+        import_results(data)
+    assert not Suite.objects.exists()
+
+
 def test_a_suite_exported_mid_validation_goes_on_once_its_sources_come(
     suite, folder, monkeypatch, django_capture_on_commit_callbacks
 ):
