@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -82,7 +83,7 @@ def measure(baseline_id: int, repeats: int = 1) -> str:
     Baseline.objects.filter(pk=row.pk).update(
         **{key: best.get(key) for key in TIMES},
         sol_ms=_floor_ms(row.problem, device, protocol),
-        measurements=[{key: run.get(key) for key in TIMES} for run in runs],
+        measurements=[_measurement_row(run) for run in runs],
         environment=best["environment"],
         error=_disagreement(best, validated_eager, device),
         measured=timezone.now(),
@@ -111,9 +112,19 @@ def _disagreement(best: dict, validated_eager_ms: float | None, device: str) -> 
 def _measured(problem_path: Path, device: str, protocol, workdir: Path) -> dict:
     """One measurement, in a fresh reference runner made ready before the GPU lock is taken (its
     start and torch.compile's imports, seconds of cpu work, hold no other timing back)."""
+    started = time.monotonic()
     reference = profile.ready_reference(problem_path, device)
-    with reference, gpu_lock.hold(device, "a baselines measurement", quiet=True):
-        return profile.measure_baselines(problem_path, device, protocol, workdir, reference)
+    ready_s = time.monotonic() - started
+    with reference, gpu_lock.hold(device, "a baselines measurement", quiet=True) as waited_s:
+        result = profile.measure_baselines(problem_path, device, protocol, workdir, reference)
+    phases = {"reference ready": round(ready_s, 3), "lock wait": round(waited_s, 3)}
+    return {**result, "phases_s": {**phases, **result.get("phases_s", {})}}
+
+
+def _measurement_row(run: dict) -> dict:
+    """A measurement as the row keeps it: its times, and where its seconds went (the GPU lock is
+    held from `load` on; `first calls compile...` is torch.compile compiling)."""
+    return {**{key: run.get(key) for key in TIMES}, "phases_s": run.get("phases_s", {})}
 
 
 def fastest(runs: list[dict]) -> dict:

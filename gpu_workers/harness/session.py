@@ -8,7 +8,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 from gpu_workers.harness import settings
@@ -28,6 +28,7 @@ from gpu_workers.harness.judge import profile as profile_mod
 from gpu_workers.harness.judge import verify as verify_mod
 from gpu_workers.harness.judge.fork_server import ForkServer, ForkServerFailed
 from gpu_workers.harness.judge.judge import Batches, Judge
+from gpu_workers.harness.judge.phases import Phases
 from gpu_workers.harness.judge.protocol import LOOSE, Protocol
 from gpu_workers.harness.judge.runner_process import (
     HARNESS,
@@ -72,24 +73,6 @@ CALL_FLOOR_S = 30.0
 # the lock once the builds under way end (four runs sharing an H200 spent their first 16 s
 # compiling); on the cpu target the reference's start would take the cores the build uses.
 _BASELINES_AHEAD = {"cpu": False, "cuda": True}
-
-
-class StepPhases:
-    """Seconds per phase of one judged step (waiting for the GPU lock, starting runners, eager
-    alone, trials, timing, stopping the candidate), summed over its attempts: where a step's
-    time goes, shown in its verdict as `phases_s`."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, name: str):
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            spent = self.seconds.get(name, 0.0) + time.monotonic() - started
-            self.seconds[name] = round(spent, 3)
 
 
 class Session:
@@ -234,7 +217,7 @@ class Session:
         disagrees) is taken again with a fresh candidate process, up to MEASUREMENT_ATTEMPTS in
         all, before the violation stands (a busy neighbour passes, a cheat does not)."""
         judge = Judge(self.device, self.protocol)
-        phases = StepPhases()
+        phases = Phases()
         with ExitStack() as held:
             try:
                 with phases("candidate ready"):  # prepared ahead, so rarely waited for
@@ -260,7 +243,7 @@ class Session:
         result["phases_s"] = phases.seconds
         return result, measured
 
-    def _judged_attempts(self, judge: Judge, runner, extension_dir: str, phases: StepPhases):
+    def _judged_attempts(self, judge: Judge, runner, extension_dir: str, phases: Phases):
         with phases("reference start"):
             reference = self._reference_runner()
         verdict, measured = None, None
@@ -318,7 +301,7 @@ class Session:
             "sources": sources_digest(self.sources())[:12],
         }
 
-    def _eager_alone(self, judge: Judge, reference, phases: StepPhases, fresh: bool) -> Batches:
+    def _eager_alone(self, judge: Judge, reference, phases: Phases, fresh: bool) -> Batches:
         """Eager timed with no candidate code loaded, what drift is judged against: measured on
         a session's first judged step, again once EAGER_ALONE_FRESH_S have passed, and afresh
         before a disturbed measurement is retried (so a candidate that slows eager down meets
@@ -502,7 +485,7 @@ class Session:
             return profile_mod.ProfileResult(
                 ok=False, error="not profiled: the candidate did not verify"
             ).to_dict()
-        phases = StepPhases()
+        phases = Phases()
         with phases("baselines"):  # measured on first use (or ahead), under the GPU lock
             self._wait_for_baselines_ahead()
             try:

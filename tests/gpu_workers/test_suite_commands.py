@@ -206,6 +206,10 @@ def test_a_baseline_far_slower_than_validation_is_measured_again_and_says_so(lev
     assert len(row.measurements) == 1 + baseline_measurement.EXTRA_MEASUREMENTS
     assert row.eager_ms == min(m["eager_ms"] for m in row.measurements)
     assert "the machine was busy" in row.error and "request the baselines again" in row.error
+    # where each measurement's seconds went: torch.compile compiles in its first calls
+    phases = row.measurements[0]["phases_s"]
+    assert {"reference ready", "lock wait", "load", "timing", "counts"} <= set(phases)
+    assert phases["first calls compile"] > phases["first calls eager"]
     line = command("benchmark_baselines", "--suite", "mini", "--gpu", "cpu", "--follow")
     assert "eager" in line and "the machine was busy" in line  # the times, and why to doubt them
 

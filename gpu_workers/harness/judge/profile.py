@@ -32,6 +32,7 @@ from gpu_workers.harness.judge import (
 )
 from gpu_workers.harness.judge import judge as judge_mod
 from gpu_workers.harness.judge.judge import Batches, Judge
+from gpu_workers.harness.judge.phases import Phases
 from gpu_workers.harness.judge.protocol import Protocol
 from gpu_workers.harness.judge.runner_process import RunnerDied, RunnerError, RunnerProcess
 from gpu_workers.harness.judge.source_gate import Violation
@@ -176,15 +177,19 @@ def measure_baselines(
 ) -> dict:
     """Measures the baselines now, in a fresh reference runner (`started`, one that began for
     them, or a new one), whatever is cached."""
+    phases = Phases()
     try:
         if started is None:
             started = runner_process.begin_reference(problem_path, device, compiles=True)
-        with runner_process.load_reference(started, problem_path, device, protocol) as reference:
+        with phases("load"):
+            reference = runner_process.load_reference(started, problem_path, device, protocol)
+        with reference:
             judge = Judge(device, protocol)
             try:
-                result = time_baselines(judge, reference)
+                result = time_baselines(judge, reference, phases=phases)
                 # counted here, once, not in a judged step: a first count costs seconds
-                result.update(reference.call("counts", slot=judge_mod.TIMING_SLOTS[0]))
+                with phases("counts"):
+                    result.update(reference.call("counts", slot=judge_mod.TIMING_SLOTS[0]))
             finally:
                 judge.free()
     except RunnerError as exc:
@@ -193,6 +198,7 @@ def measure_baselines(
     except judge_mod.OUT_OF_MEMORY as exc:  # the judge's own memory: the machine's failure
         message = f"measuring baselines failed: the judge ran out of device memory: {exc}"
         raise BaselinesFailed(message, failure.INFRASTRUCTURE) from None
+    result["phases_s"] = phases.seconds
     # the method travels with the times, so that another machine adopts only its own method's
     result["environment"] = {
         **environment.describe(device, settings.gpu_index()),
@@ -208,19 +214,31 @@ def _mode_key(mode: str) -> str:
 _FUNCTION_OF_MODE = {"default": "compile", "max-autotune": "compile_max_autotune"}
 
 
-def time_baselines(judge: Judge, reference: RunnerProcess, modes=None) -> dict:
-    """Eager and torch.compile on the protocol's timing seeds, interleaved round by round."""
+def time_baselines(judge: Judge, reference: RunnerProcess, modes=None, phases=None) -> dict:
+    """Eager and torch.compile on the protocol's timing seeds, interleaved round by round;
+    `phases` (a Phases) hears where the seconds went: each function's first calls, where
+    torch.compile compiles, and the timed rounds."""
     protocol = judge.protocol
+    phases = phases or Phases()
     modes = protocol.compile_modes if modes is None else modes
-    judge.make_set(reference, judge_mod.TIMING_SLOTS[0], protocol.timing_seeds[0])
-    slots = judge.timing_slots()[: len(protocol.timing_seeds)]  # known once a set exists
-    for slot, seed in zip(slots[1:], protocol.timing_seeds[1:], strict=False):
-        judge.make_set(reference, slot, seed)
+    with phases("inputs"):
+        judge.make_set(reference, judge_mod.TIMING_SLOTS[0], protocol.timing_seeds[0])
+        slots = judge.timing_slots()[: len(protocol.timing_seeds)]  # known once a set exists
+        for slot, seed in zip(slots[1:], protocol.timing_seeds[1:], strict=False):
+            judge.make_set(reference, slot, seed)
     names = {"eager_ms": "eager", **{_mode_key(m): _FUNCTION_OF_MODE[m] for m in modes}}
     batches = {key: Batches() for key in names}
     for fn in names.values():  # warm-up: torch.compile compiles here
-        for slot in slots:
-            judge_mod.timed_call(judge, reference, fn, slot, "none", timeout_s=1800)
+        with phases(f"first calls {fn}"):
+            for slot in slots:
+                judge_mod.timed_call(judge, reference, fn, slot, "none", timeout_s=1800)
+    with phases("timing"):
+        result = _timed_rounds(judge, reference, names, batches, slots)
+    return result
+
+
+def _timed_rounds(judge: Judge, reference: RunnerProcess, names: dict, batches: dict, slots):
+    protocol = judge.protocol
     deadline = time.monotonic() + protocol.timing_budget_s
     for round_index in range(_MAX_ROUNDS):
         keys = list(names)
