@@ -8,12 +8,18 @@ same cached baselines, each in a fresh confined candidate process as every candi
 (docs/verification.md), and each verified one is recorded as a candidate of the run. A variant
 that fails to compile, verify or profile is a row of the table, not the end of the call. The
 workspace is left holding the fastest verified variant, or as it was when none verified.
+
+Where the workspace screens (the Session's `screening`), the variants are ranked on a shorter
+timing, and the fastest is then measured in full, again while a screened variant still ranks
+above every one measured in full (a short timing may flatter one), up to CONFIRMATIONS: what the
+call keeps, and what the run records as its time, is a full measurement.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from agent.candidates import ranking
@@ -25,6 +31,8 @@ log = logging.getLogger(__name__)
 # Each variant is a judged step (about 2 s on a GPU once baselines are cached): 16 keep one
 # call near half a minute.
 MAX_VARIANTS = 16
+# Full measurements of screened variants a call makes at most (`_confirm`).
+CONFIRMATIONS = 3
 
 
 class TuneError(ValueError):
@@ -43,6 +51,11 @@ class Variant:
     def timed(self) -> bool:
         return bool((self.profile or {}).get("ok"))
 
+    @property
+    def screened(self) -> bool:
+        """Timed on a tune call's shorter screening only, not measured in full."""
+        return bool((self.profile or {}).get("screened"))
+
     def place(self) -> tuple[bool, float]:
         return ranking((self.profile or {}).get("speedup_vs_eager") if self.timed else None)
 
@@ -54,6 +67,7 @@ class Variant:
             "sources_digest": self.verify.get("sources_digest"),
             "verified": bool(self.verify.get("ok")),
             "timed": self.timed,
+            "screened": self.screened,
             **{key: profile.get(key) for key in _FIGURES},
             "why": None if self.timed else self.why(),
         }
@@ -111,17 +125,14 @@ def tune(
             prebuild([variant.files for variant in variants])
         except Exception:  # only a head start: each variant's own compile builds it anyway
             log.warning("building the variants side by side failed", exc_info=True)
+    screening = getattr(workspace, "screening", None) or nullcontext
     try:
-        for number, variant in enumerate(variants, start=1):
-            for path, text in {**original, **variant.files}.items():
-                workspace.write_file(path, text)
-            variant.sources = workspace.sources()
-            digest = {"sources_digest": sources_digest(variant.sources)}
-            variant.verify = {**workspace.verify(), **digest}
-            if variant.verify.get("ok"):  # else the profile would only say it did not verify
-                variant.profile = {**workspace.profile(), **digest}
-            if on_judged:
-                on_judged(variant, number)
+        with screening():
+            for number, variant in enumerate(variants, start=1):
+                _judge(workspace, original, variant)
+                if on_judged:
+                    on_judged(variant, number)
+        _confirm(workspace, original, variants)
     finally:
         for path, text in original.items():
             workspace.write_file(path, text)
@@ -130,6 +141,28 @@ def tune(
         for path, text in ranked[0].files.items():
             workspace.write_file(path, text)
     return ranked
+
+
+def _judge(workspace: Workspace, original: dict[str, str], variant: Variant) -> None:
+    """The variant's files in the workspace, verified, and profiled where it verified."""
+    for path, text in {**original, **variant.files}.items():
+        workspace.write_file(path, text)
+    variant.sources = workspace.sources()
+    digest = {"sources_digest": sources_digest(variant.sources)}
+    variant.verify = {**workspace.verify(), **digest}
+    variant.profile = None
+    if variant.verify.get("ok"):  # else the profile would only say it did not verify
+        variant.profile = {**workspace.profile(), **digest}
+
+
+def _confirm(workspace: Workspace, original: dict[str, str], variants: list[Variant]) -> None:
+    """Measures the fastest in full while it is a screened one, up to CONFIRMATIONS times: a
+    full measurement may rank it below another screened variant, which is measured next."""
+    for _ in range(CONFIRMATIONS):
+        fastest = max(variants, key=lambda v: v.place())
+        if not (fastest.timed and fastest.screened):
+            return
+        _judge(workspace, original, fastest)
 
 
 def progress_line(variant: Variant, number: int, total: int) -> str:

@@ -8,7 +8,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from gpu_workers.harness import settings
@@ -43,6 +43,11 @@ from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.vocabulary import sources_digest
 
 MEASUREMENT_ATTEMPTS = 3
+# A tune call's variants are timed for this long each, where a step times for the protocol's
+# timing_budget_s, and only the fastest is then measured in full (Session.screening, agent/tune):
+# on level 2 (H200, fusion v5) a variant held the GPU lock about 4 s, 2.6-3.6 s of it timing, so
+# a run's tune step was most of its GPU time. Everything else is judged as in any step.
+SCREENING_BUDGET_S = 0.5
 # A variant's build is one or two translation units, each a compiler of a core or so: two
 # cores a build keep a 16-core host's builds from waiting on each other.
 PREBUILD_CORES_PER_JOB = 2
@@ -107,6 +112,7 @@ class Session:
         self._base = base
         self._reference: runner_process.RunnerProcess | None = None
         self._verified: tuple[str, tuple[dict, profile_mod.Measurement | None]] | None = None
+        self._screening = False  # judged steps time for SCREENING_BUDGET_S (screening)
         self._graph: dict | None = None
         # the next candidates' processes, oldest first (_PREPARED_PROCESSES)
         self._prepared: list[runner_process.RunnerProcess] = []
@@ -182,10 +188,21 @@ class Session:
     def verify(self) -> dict:
         return self._verify()[0]
 
+    @contextmanager
+    def screening(self):
+        """Judged steps inside it time the candidate for SCREENING_BUDGET_S, not the protocol's
+        budget, and say `screened` in their verdicts (and their profiles): a tune call ranks its
+        variants so. Once it ends, verify or profile of the same sources measure in full."""
+        self._screening = True
+        try:
+            yield
+        finally:
+            self._screening = False
+
     def _verify(self) -> tuple[dict, profile_mod.Measurement | None]:
         """One candidate runner per distinct set of sources: trials, then timing."""
         digest = self._digest()
-        if self._verified and self._verified[0] == digest:
+        if self._verified and self._verified[0] == digest and self._stands(self._verified[1][0]):
             return self._verified[1]
         built = self._compile_result()
         if not built.ok:
@@ -196,6 +213,10 @@ class Session:
         if outcome[0].get("failed_by") != failure.INFRASTRUCTURE:  # the machine's: try again
             self._verified = (digest, outcome)
         return outcome
+
+    def _stands(self, verdict: dict) -> bool:
+        """Whether a verdict of these sources answers now: a screened one only while screening."""
+        return self._screening or not verdict.get("screened")
 
     def _judge(self, extension_dir: str) -> tuple[dict, profile_mod.Measurement | None]:
         """A judged step; where the judge itself runs out of device memory (the runs sharing a
@@ -233,6 +254,8 @@ class Session:
                     judge, runner, extension_dir, phases
                 )
                 result = {**verdict.to_dict(), "measurement_attempts": attempts}
+                if self._screening and measured is not None:
+                    result["screened"] = True
             except RunnerError as failed:  # the candidate's load raised, or the reference
                 result, measured = self._failure(failed), None
             finally:
@@ -262,8 +285,11 @@ class Session:
                     verdict = verdict or verify_mod.trials(judge, reference, candidate)
                 if not verdict.ok:
                     return verdict, None, attempt + 1
+                budget_s = SCREENING_BUDGET_S if self._screening else None
                 with phases("timing"):
-                    measured = profile_mod.time_candidate(judge, reference, candidate, alone)
+                    measured = profile_mod.time_candidate(
+                        judge, reference, candidate, alone, budget_s=budget_s
+                    )
                 clock_record.append(self._measured_what, self.device, measured)
             finally:
                 with phases("candidate stop"):
@@ -500,6 +526,8 @@ class Session:
                     ok=False, error=str(exc), failed_by=failed_by
                 ).to_dict()
         result = profile_mod.result(base, measured, self.device, self.protocol).to_dict()
+        if verdict.get("screened"):  # timed for SCREENING_BUDGET_S: a tune call's ranking
+            result["screened"] = True
         # the judged step that timed it, and the baselines (cached after a problem's first)
         result["phases_s"] = {**(verdict.get("phases_s") or {}), **phases.seconds}
         self._get_ready()  # for the next candidate, while this one's verdict is read

@@ -4,9 +4,11 @@ left holding the fastest. A call it cannot run changes nothing."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
-from agent.tune import MAX_VARIANTS
+from agent.tune import MAX_VARIANTS, Variant, tune
 from tests.agent.test_loop import write_all
 
 LAUNCH = "kernel_ext.relu_scale_forward(x, self.scale)"
@@ -71,6 +73,64 @@ def test_variants_are_ranked_recorded_and_the_fastest_is_kept(run_script, sessio
     assert result.best.sources["model_new.py"] == kept and result.best.timed
     fastest = max(c.speedup_vs_eager for c in result.candidates if c.timed)
     assert result.best.speedup_vs_eager == fastest == timed[0]["speedup_vs_eager"]
+    # ranked on the session's screening, the kept one then measured in full, as a profile is
+    assert not table[0]["screened"] and not result.best.profile.get("screened")
+
+
+class ScreenedWorkspace:
+    """A workspace whose screening flatters: each variant's speedup over eager, screened and in
+    full, by the name its model_new.py holds (the tune policy alone, without a harness)."""
+
+    SPEEDUPS = {"a": (2.0, 1.2), "b": (1.5, 1.4), "c": (1.0, 0.9)}
+
+    def __init__(self):
+        self.files = {"model_new.py": "a"}
+        self.full_measurements: list[str] = []
+        self._screening = False
+
+    def list_files(self):
+        return list(self.files)
+
+    def read_file(self, path):
+        return self.files[path]
+
+    def write_file(self, path, content):
+        self.files[path] = content
+
+    def sources(self):
+        return dict(self.files)
+
+    @contextmanager
+    def screening(self):
+        self._screening = True
+        try:
+            yield
+        finally:
+            self._screening = False
+
+    def verify(self):
+        return {"ok": True}
+
+    def profile(self):
+        name = self.files["model_new.py"]
+        screened, full = self.SPEEDUPS[name]
+        if self._screening:
+            return {"ok": True, "speedup_vs_eager": screened, "screened": True}
+        self.full_measurements.append(name)
+        return {"ok": True, "speedup_vs_eager": full}
+
+
+def test_a_screening_that_flatters_is_measured_in_full_before_it_is_kept():
+    """Known-bad: a ranks first on its screening (2.0x) and is 1.2x in full; b (1.5x screened)
+    is then measured in full (1.4x) and kept. c, slower on its screening than both, never is."""
+    workspace = ScreenedWorkspace()
+    variants = [Variant(name, {"model_new.py": name}) for name in "abc"]
+
+    ranked = tune(workspace, variants)
+
+    assert workspace.full_measurements == ["a", "b"]
+    assert [(v.name, v.screened) for v in ranked] == [("b", False), ("a", False), ("c", True)]
+    assert workspace.files["model_new.py"] == "b"
 
 
 @pytest.mark.parametrize(

@@ -173,10 +173,17 @@ class BaselinesFailed(problem_mod.ProblemError):
 
 
 def measure_baselines(
-    problem_path: Path, device: str, protocol: Protocol, workdir: Path, started=None
+    problem_path: Path,
+    device: str,
+    protocol: Protocol,
+    workdir: Path,
+    started=None,
+    counts: dict | None = None,
 ) -> dict:
     """Measures the baselines now, in a fresh reference runner (`started`, one that began for
-    them, or a new one), whatever is cached."""
+    them, or a new one), whatever is cached. `counts`, the problem's FLOPs and bytes from an
+    earlier measurement of the same source, spare this one counting them again under the
+    lock (they depend on the source and its shapes alone)."""
     phases = Phases()
     try:
         if started is None:
@@ -188,8 +195,10 @@ def measure_baselines(
             try:
                 result = time_baselines(judge, reference, phases=phases)
                 # counted here, once, not in a judged step: a first count costs seconds
-                with phases("counts"):
-                    result.update(reference.call("counts", slot=judge_mod.TIMING_SLOTS[0]))
+                if counts is None:
+                    with phases("counts"):
+                        counts = reference.call("counts", slot=judge_mod.TIMING_SLOTS[0])
+                result.update(counts)
             finally:
                 judge.free()
     except RunnerError as exc:
@@ -336,19 +345,24 @@ def _fresh_sets(judge: Judge, reference: RunnerProcess, slots: tuple[int, ...]) 
 
 
 def time_candidate(
-    judge: Judge, reference: RunnerProcess, candidate: RunnerProcess, alone: Batches
+    judge: Judge,
+    reference: RunnerProcess,
+    candidate: RunnerProcess,
+    alone: Batches,
+    budget_s: float | None = None,
 ) -> Measurement:
     """Rounds of one call per timing set each for the candidate and for eager (which only
     calibrates the judge's clock and detects drift), every set drawn fresh each round so no
     result can be replayed; every timed call is judged like a trial (judge.judge_call), and a
-    share of them, drawn in secret, again under the dispatch observer, untimed."""
+    share of them, drawn in secret, again under the dispatch observer, untimed. The rounds go on
+    for the protocol's timing budget, or `budget_s` (a tune call's screening)."""
     protocol = judge.protocol
     slots = judge.timing_slots()
     if len(slots) < len(judge_mod.TIMING_SLOTS):
         judge.release(judge_mod.TRIAL_SLOT)  # sets of GiBs: the verified trial's memory is needed
     cand, eager = Batches(), Batches()
     violations: list[Violation] = []
-    deadline = time.monotonic() + protocol.timing_budget_s
+    deadline = time.monotonic() + (budget_s or protocol.timing_budget_s)
     for round_index in range(-1, _MAX_ROUNDS):  # round -1 warms up and is not recorded
         sets = _fresh_sets(judge, reference, slots)
         lent = {}

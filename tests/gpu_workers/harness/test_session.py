@@ -241,3 +241,26 @@ def test_prebuilt_variants_compile_from_the_cache_when_judged():
         assert [c["cached"] for c in compiled[:3]] == [True] * 3
         assert not compiled[3]["ok"] and "error" in compiled[3]["log"]
         assert not [p for p in session.workspace.root.parent.iterdir() if "variants" in p.name]
+
+
+def test_a_screened_verdict_stands_only_while_screening(monkeypatch):
+    """A tune call's screening: the step times the candidate for SCREENING_BUDGET_S (the budget
+    time_candidate is given) and its verdict and profile say so; once screening ends, the same
+    sources are judged again in full (known-bad: the screened verdict answering then)."""
+    budgets = []
+    timed = session_mod.profile_mod.time_candidate
+
+    def time_candidate(*args, budget_s=None):
+        budgets.append(budget_s)
+        return timed(*args, budget_s=budget_s)
+
+    monkeypatch.setattr(session_mod.profile_mod, "time_candidate", time_candidate)
+    with _session() as session:
+        assert session.compile()["ok"]
+        with session.screening():
+            screened = session.verify()
+            assert session.profile().get("screened") and session.verify() is screened
+        full = session.verify()
+        assert screened["ok"] and screened["screened"], screened
+        assert full["ok"] and "screened" not in full and not session.profile().get("screened")
+        assert budgets == [session_mod.SCREENING_BUDGET_S, None]
