@@ -128,3 +128,36 @@ def test_softmax_profiles(tmp_path):
         assert verdict["verify"]["ok"], verdict["verify"]
         assert verdict["profile"]["ok"], verdict["profile"]
         print({k: verdict["profile"][k] for k in ("candidate_ms", "eager_ms", "compile_ms")})
+
+
+def test_a_tune_call_screens_its_variants_and_keeps_one_measured_in_full(tmp_path, monkeypatch):
+    """The tune step on a GPU: five launch variants of the profiled softmax (one extension: only
+    model_new.py's LAUNCH differs) timed on the session's screening (SCREENING_BUDGET_S), then
+    the fastest measured in full under the protocol's budget before it is kept."""
+    from agent.tune import Variant, tune
+    from gpu_workers.harness import session as session_mod
+
+    budgets = []
+    timed = session_mod.profile_mod.time_candidate
+
+    def time_candidate(*args, budget_s=None):
+        budgets.append(budget_s)
+        return timed(*args, budget_s=budget_s)
+
+    monkeypatch.setattr(session_mod.profile_mod, "time_candidate", time_candidate)
+    program = compile_graph(PROFILED.ir, "cuda")
+    [kernel] = program.launch
+    with _session(PROFILED, tmp_path, LOOSE) as session:
+        assert session.compile()["ok"]
+        variants = [
+            Variant(f"threads={t}", {"model_new.py": program.model_new({kernel: {"threads": t}})})
+            for t in (64, 128, 256, 512, 1024)
+        ]
+        ranked = tune(session, variants)
+    for variant in ranked:
+        phases = (variant.verify or {}).get("phases_s") or {}
+        print(variant.name, variant.screened, (variant.profile or {}).get("candidate_ms"), phases)
+    assert all(v.verify.get("ok") for v in ranked), [v.why() for v in ranked]
+    screened = [b for b in budgets if b == session_mod.SCREENING_BUDGET_S]
+    assert len(screened) >= len(variants) and None in budgets[len(screened) :], budgets
+    assert ranked[0].timed and not ranked[0].screened, ranked[0].profile
