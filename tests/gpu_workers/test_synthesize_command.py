@@ -11,12 +11,13 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from gpu_workers import problem_validation
-from gpu_workers.harness.synthesis.composer import CPU, compose
+from gpu_workers.harness.synthesis.composer import COMPOSER, CPU, compose
 from gpu_workers.harness.synthesis.operators import available
 from webapp import dispatch
 from webapp.accounts.service_account import service_account
 from webapp.problems.models import Problem, ProblemStatus, Visibility
-from webapp.suites.models import Suite
+from webapp.suites import synthesis
+from webapp.suites.models import Suite, SuiteProblem
 
 # KernelBench's level 1 sigmoid, as its files are written.
 SIGMOID = '''import torch
@@ -73,7 +74,7 @@ def test_it_synthesizes_valid_problems_apart_from_the_reference(reference, monke
     assert entry.problem.visibility == Visibility.PUBLIC
     assert entry.problem.source == compose(1, 2, 1, CPU, available(False)).source
     provenance = entry.provenance
-    assert provenance["composer"] == "chain-v1" and provenance["ops"] == ["sum"]
+    assert provenance["composer"] == COMPOSER == "chain-v2" and provenance["ops"] == ["sum"]
     assert (provenance["seed"], provenance["index"]) == (1, 2)
     filters = provenance["filters"]
     assert filters["similarity"]["passed"] and filters["similarity"]["reference"] == str(reference)
@@ -154,3 +155,27 @@ def test_a_round_larger_than_a_persons_upload_limit_is_sent_whole(monkeypatch, s
             upload_problem(
                 service_account(), "x", compose(4, index, 1, CPU, available(False)).source
             )
+
+
+@pytest.mark.django_db
+def test_a_suite_goes_on_with_the_composer_it_was_made_with():
+    """synth-1 was made with chain-v1: going on with it composes chain-v1's candidates, so the
+    same seed's problems are the ones it began with; asking for another composer there is an
+    error that says to make a new suite (known-bad: chain-v2's sizes would be new problems)."""
+    suite = Suite.objects.create(name="old")
+    made = compose(1, 0, 1, CPU, available(False), composer="chain-v1")
+    problem = Problem.objects.create(owner=service_account(), title="p", source=made.source)
+    SuiteProblem.objects.create(
+        suite=suite, problem=problem, name=made.name, position=0, provenance=made.provenance()
+    )
+    settings = synthesis.Settings(seed=1, count=2, max_ops=1, with_transformers=False)
+
+    run = synthesis.start("old", settings)
+    assert run.composer == "chain-v1"
+    assert synthesis.offer(run, 0).entry is not None  # its first candidate, already in the suite
+    assert synthesis.start("new", settings).composer == COMPOSER
+    asked = synthesis.Settings(seed=1, count=2, composer="chain-v2")
+    with pytest.raises(synthesis.SynthesisError, match="was made with chain-v1"):
+        synthesis.start("old", asked)
+    with pytest.raises(synthesis.SynthesisError, match="unknown composer"):
+        synthesis.start("new", synthesis.Settings(seed=1, count=2, composer="chain-v9"))

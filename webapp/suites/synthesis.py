@@ -23,7 +23,14 @@ from pathlib import Path
 from django.db import transaction
 
 from gpu_workers.harness.problem_source import source_sha256
-from gpu_workers.harness.synthesis.composer import BUDGETS, Budget, Candidate, compose
+from gpu_workers.harness.synthesis.composer import (
+    BUDGETS,
+    COMPOSER,
+    COMPOSERS,
+    Budget,
+    Candidate,
+    compose,
+)
 from gpu_workers.harness.synthesis.operators import Operator, available
 from gpu_workers.harness.synthesis.signature import SignatureIndex
 from webapp.accounts.service_account import service_account
@@ -47,6 +54,7 @@ class Settings:
     max_candidates: int | None = None  # None: 4 per wanted problem, plus 20
     reference: Path | None = None
     with_transformers: bool | None = None  # None: when transformers is installed here
+    composer: str | None = None  # None: the suite's (what its problems were made with), or COMPOSER
 
     @property
     def budget(self) -> Budget:
@@ -82,6 +90,7 @@ class Synthesis:
     settings: Settings
     index: SignatureIndex
     operators: tuple[Operator, ...]
+    composer: str = COMPOSER
     outcomes: list[Outcome] = field(default_factory=list)
 
     def have(self) -> int:
@@ -114,7 +123,25 @@ def start(suite_name: str, settings: Settings) -> Synthesis:
     for entry in suite.entries.select_related("problem"):
         if entry.problem.source:
             index.add(f"suite {entry.name}", entry.problem.source)
-    return Synthesis(suite, settings, index, available(settings.with_transformers))
+    composer = _composer(suite, settings.composer)
+    return Synthesis(suite, settings, index, available(settings.with_transformers), composer)
+
+
+def _composer(suite: Suite, asked: str | None) -> str:
+    """The composer a suite's problems were made with goes on making them (so that a seed's
+    candidates are the ones it began with); a new suite's is the one asked for, or COMPOSER."""
+    if asked is not None and asked not in COMPOSERS:
+        raise SynthesisError(f"unknown composer {asked!r}: use one of {', '.join(COMPOSERS)}")
+    made = {e.provenance.get("composer") for e in suite.entries.all() if e.provenance}
+    made.discard(None)
+    if len(made) > 1:
+        raise SynthesisError(f"suite {suite.name} holds problems of {', '.join(sorted(made))}")
+    if made and asked is not None and asked not in made:
+        raise SynthesisError(
+            f"suite {suite.name} was made with {made.pop()}: its seeds go on with it; "
+            f"synthesize into a new suite to use {asked}"
+        )
+    return made.pop() if made else asked or COMPOSER
 
 
 def offer(synthesis: Synthesis, position: int) -> Outcome:
@@ -122,7 +149,12 @@ def offer(synthesis: Synthesis, position: int) -> Outcome:
     problem (its validation sent to a worker, or already done)."""
     settings = synthesis.settings
     candidate = compose(
-        settings.seed, position, settings.max_ops, settings.budget, synthesis.operators
+        settings.seed,
+        position,
+        settings.max_ops,
+        settings.budget,
+        synthesis.operators,
+        composer=synthesis.composer,
     )
     outcome = Outcome(candidate)
     synthesis.outcomes.append(outcome)

@@ -37,6 +37,12 @@ class Command(StackCommand):
         )
         parser.add_argument("--max-candidates", type=int, help="default: 4 per problem + 20")
         parser.add_argument("--torch-only", action="store_true", help="no transformers blocks")
+        parser.add_argument(
+            "--composer",
+            choices=sorted(synthesis.COMPOSERS),
+            help=f"how a new suite's problems are sized (default {synthesis.COMPOSER}; a suite "
+            "goes on with the composer its problems were made with)",
+        )
         parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait")
 
     def handle(self, *args, **options) -> None:
@@ -49,6 +55,7 @@ class Command(StackCommand):
             max_candidates=options["max_candidates"],
             reference=options["reference"],
             with_transformers=False if options["torch_only"] else None,
+            composer=options["composer"],
         )
         try:
             run = synthesis.start(options["into"], settings)
@@ -58,7 +65,7 @@ class Command(StackCommand):
         self.stdout.write(
             f"suite {run.suite.name}: {run.have()} of {settings.count} from seed {settings.seed}; "
             f"{len(run.index.sources)} problems to keep apart from; shapes for {settings.device}, "
-            f"eager {low}..{high} ms; {len(run.operators)} seed operators"
+            f"eager {low}..{high} ms; {len(run.operators)} seed operators; {run.composer}"
         )
         position = 0
         while run.wanted() > 0 and position < settings.candidates:
