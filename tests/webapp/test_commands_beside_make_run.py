@@ -51,8 +51,9 @@ def test_the_readme_commands_join_the_stack_that_make_run_started(tmp_path):
         out = succeeded(start("import_suite", str(level1), "--name", "level1"))
         assert "1 valid, 0 rejected by validation" in out
         # In a third terminal meanwhile: synthesis validates on the validation worker, while the
-        # baselines, runs and re-grades take the others.
-        synthesis = start("synthesize", "--count", "1", "--seed", "1", "--into", "synth-1",
+        # baselines, runs and re-grades take the others. A suite of its own: the stack imported
+        # the committed synth-1 (benchmarks/results), whose seed 1 already holds 100 problems.
+        synthesis = start("synthesize", "--count", "1", "--seed", "1", "--into", "synth-beside",
                           "--torch-only")  # fmt: skip
         out = succeeded(start("benchmark_baselines", "--suite", "level1", "--gpu", "cpu",
                               "--repeats", "1"))  # fmt: skip
@@ -63,7 +64,7 @@ def test_the_readme_commands_join_the_stack_that_make_run_started(tmp_path):
         report, results = tmp_path / "report.md", tmp_path / "results.csv"
         succeeded(start("report", "--suite", "level1", "--gpu", "cpu", "--output", str(report),
                         "--csv", str(results)))  # fmt: skip
-        assert "1 of 1 in synth-1 from seed 1" in succeeded(synthesis)
+        assert "1 of 1 in synth-beside from seed 1" in succeeded(synthesis)
         board = _get_json(f"{stack.base_url}/api/suites/level1/board?gpu_type=cpu")
         page = _get_text(f"{stack.base_url}/suites/level1/")
     finally:
