@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import tempfile
-import time
 from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -29,6 +28,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from gpu_workers.harness.judge import gpu_lock, profile, roofline
+from gpu_workers.harness.judge.phases import Phases
 from gpu_workers.harness.judge.protocol import by_name
 from gpu_workers.harness.vocabulary import device_for
 from webapp.durations import duration
@@ -117,15 +117,15 @@ def _measured(
     """One measurement, in a fresh reference runner made ready before the GPU lock is taken (its
     start and torch.compile's imports, seconds of cpu work, hold no other timing back); the
     FLOPs and bytes counted by the first measurement serve the others (`counts`)."""
-    started = time.monotonic()
-    reference = profile.ready_reference(problem_path, device)
-    ready_s = time.monotonic() - started
+    phases = Phases()
+    with phases("reference ready"):
+        reference = profile.ready_reference(problem_path, device)
     with reference, gpu_lock.hold(device, "a baselines measurement", quiet=True) as waited_s:
+        phases.add("lock wait", waited_s)
         result = profile.measure_baselines(
             problem_path, device, protocol, workdir, reference, counts=counts
         )
-    phases = {"reference ready": round(ready_s, 3), "lock wait": round(waited_s, 3)}
-    return {**result, "phases_s": {**phases, **result.get("phases_s", {})}}
+    return {**result, "phases_s": {**phases.seconds, **result.get("phases_s", {})}}
 
 
 def _measurement_row(run: dict) -> dict:

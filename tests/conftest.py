@@ -112,3 +112,19 @@ def _rename(item: pytest.Item, nodeid: str) -> None:
         item._id = NodeId.parse(nodeid)
     else:
         item._nodeid = nodeid
+
+
+def record_timing_budgets(monkeypatch) -> list:
+    """The `budget_s` each judged step's timing is given from here on (None: the protocol's),
+    in order: what a tune call's screening changes."""
+    from gpu_workers.harness import session as session_mod
+
+    budgets = []
+    timed = session_mod.profile_mod.time_candidate
+
+    def time_candidate(*args, budget_s=None):
+        budgets.append(budget_s)
+        return timed(*args, budget_s=budget_s)
+
+    monkeypatch.setattr(session_mod.profile_mod, "time_candidate", time_candidate)
+    return budgets

@@ -31,6 +31,7 @@ if not torch.cuda.is_available():
 
 from gpu_workers.harness.judge.protocol import FP32_STRICT, LOOSE  # noqa: E402
 from gpu_workers.harness.session import Session  # noqa: E402
+from tests.conftest import record_timing_budgets  # noqa: E402
 from tests.gpu import prebuild  # noqa: E402
 
 STRICT_GEMM = linear_bias_relu(rows=256, k=512, n=384)
@@ -137,14 +138,7 @@ def test_a_tune_call_screens_its_variants_and_keeps_one_measured_in_full(tmp_pat
     from agent.tune import Variant, tune
     from gpu_workers.harness import session as session_mod
 
-    budgets = []
-    timed = session_mod.profile_mod.time_candidate
-
-    def time_candidate(*args, budget_s=None):
-        budgets.append(budget_s)
-        return timed(*args, budget_s=budget_s)
-
-    monkeypatch.setattr(session_mod.profile_mod, "time_candidate", time_candidate)
+    budgets = record_timing_budgets(monkeypatch)
     program = compile_graph(PROFILED.ir, "cuda")
     [kernel] = program.launch
     with _session(PROFILED, tmp_path, LOOSE) as session:

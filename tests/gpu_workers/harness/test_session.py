@@ -19,7 +19,7 @@ from gpu_workers.harness.judge.protocol import LOOSE
 from gpu_workers.harness.judge.shared_buffers import DeviceMemoryExhausted
 from gpu_workers.harness.sandbox import launch as sandbox
 from gpu_workers.harness.session import Session
-from tests.conftest import candidate_dir, problem_source
+from tests.conftest import candidate_dir, problem_source, record_timing_budgets
 from tests.gpu_workers.harness.evaluation import codes
 
 KERNEL = "kernels/relu_scale.cpp"
@@ -247,14 +247,7 @@ def test_a_screened_verdict_stands_only_while_screening(monkeypatch):
     """A tune call's screening: the step times the candidate for SCREENING_BUDGET_S (the budget
     time_candidate is given) and its verdict and profile say so; once screening ends, the same
     sources are judged again in full (known-bad: the screened verdict answering then)."""
-    budgets = []
-    timed = session_mod.profile_mod.time_candidate
-
-    def time_candidate(*args, budget_s=None):
-        budgets.append(budget_s)
-        return timed(*args, budget_s=budget_s)
-
-    monkeypatch.setattr(session_mod.profile_mod, "time_candidate", time_candidate)
+    budgets = record_timing_budgets(monkeypatch)
     with _session() as session:
         assert session.compile()["ok"]
         with session.screening():
