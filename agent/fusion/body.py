@@ -90,6 +90,7 @@ class Body:
     nodes: list[BNode] = field(default_factory=list)
     outputs: list[Output] = field(default_factory=list)
     value_of: dict[str, int] = field(default_factory=dict)  # IR node -> body node
+    accumulator: str = ""  # the work buffer a library call wrote its result to, if any
     _memo: dict = field(default_factory=dict)
 
     def _add(self, key, **fields) -> int:
@@ -238,6 +239,31 @@ def load_expression(node: BNode, position: str) -> str:
     return f"{node.buffer}[{start} + {column} * {inner}]"
 
 
+def epilogue_lines(body: Body, value: str, index: str, dialect: str, indent: str) -> list[str]:
+    """One element of a library kernel's epilogue: every output of `body` (whose accumulator is
+    an `acc` node or a load of the kernel's work buffer, `accumulator`) computed from `value`, the
+    accumulator at flat position `index`, and stored there. Loads are one per element: for a
+    convolution's direct loop and its channels-last write-back, where the convolution itself
+    dominates."""
+    closure = body.closure([o.bnode for o in body.outputs])
+
+    def ref(i: int) -> str:
+        node = body.nodes[i]
+        return fixed_operand(node) or (f"a{i}" if node.kind in ("load", "acc") else f"e{i}")
+
+    lines = []
+    for n in closure:
+        if n.kind == "acc" or (
+            n.kind == "load" and body.accumulator and n.buffer == body.accumulator
+        ):
+            lines.append(f"{indent}const float a{n.id} = {value};")
+        elif n.kind == "load":
+            lines.append(f"{indent}const float a{n.id} = {load_expression(n, index)};")
+    lines += expressions.statements(closure, ref, indent, dialect)
+    lines += [f"{indent}{o.buffer}[{index}] = {ref(o.bnode)};" for o in body.outputs]
+    return lines
+
+
 def row_passes(body: Body) -> list[tuple[str, list[BNode], list[int]]]:
     """The sweeps over each row: ("reduce", element nodes computed, reduction nodes) per
     reduction depth, then ("write", element nodes computed, output nodes) if any."""
@@ -274,6 +300,19 @@ def conv_operands(
     bias_name = None if bias.kind == "none" else buffer_name(bias, names)
     return (buffer_name(x, names), buffer_name(weight, names), bias_name,
             names[("node", node.name)])  # fmt: skip
+
+
+def conv_params(x: str, w: str, b: str | None, epilogue: list[Param]) -> list[Param]:
+    """A convolution kernel's launcher parameters: x, the weight and the bias, then what its
+    epilogue reads (those three aside) and writes."""
+    own = [x, w, *([b] if b else [])]
+    return [Param(t, "in") for t in own] + [p for p in epilogue if p.buffer not in own]
+
+
+def described_epilogue(kernel: Kernel) -> str:
+    """How a library kernel's description names the pointwise nodes fused after it."""
+    after = kernel.nodes[1:]
+    return f", then its epilogue ({', '.join(after)}) on each output" if after else ""
 
 
 def gemm_operands(plan: Plan, kernel: Kernel, names: dict[tuple[str, str], str]) -> tuple[str, str]:
@@ -318,11 +357,7 @@ class _Lowering:
         level = self.plan.level[name]
         body = self.body
         if node.op in ("linear", "matmul", "mm", "bmm"):
-            if self.acc_buffer is None:
-                value = body.acc()
-            else:
-                total = numel(node.shape)
-                value = body.load(self.acc_buffer, (Term(1, total, 1),), total, "elem")
+            value = self.accumulator(node)
             gemm = self.kernel.gemm
             if gemm.bias is not None:
                 bias = self.arg(gemm.bias, node.shape, "elem")
@@ -330,6 +365,8 @@ class _Lowering:
             else:
                 value = body.op("identity", [value], "elem")
             return value
+        if node.op == "conv":  # its library call (or direct loop) adds the bias itself
+            return body.op("identity", [self.accumulator(node)], "elem")
         if node.op in expressions.POINTWISE_OPS:
             args = [self.arg(a, node.shape, level) for a in node.args if a.kind != "none"]
             return body.op(node.op, args, level, node.attrs)
@@ -340,6 +377,14 @@ class _Lowering:
         if node.op in ("tril", "triu"):
             return self.triangle(node, level)
         return self.lower_row_op(node)
+
+    def accumulator(self, node) -> int:
+        """A library kernel's result (a GEMM's product, a convolution's output): in registers,
+        or in the work buffer the library call wrote."""
+        if self.acc_buffer is None:
+            return self.body.acc()
+        total = numel(node.shape)
+        return self.body.load(self.acc_buffer, (Term(1, total, 1),), total, "elem")
 
     def triangle(self, node, level: str, consumer_shape: tuple[int, ...] | None = None) -> int:
         """x where it lies in memory (or a fill's value), zero on the other side of the
@@ -429,6 +474,7 @@ def lower_kernel(
     the buffer a GEMM wrote its product to (CUDA), None where the accumulator is in registers."""
     lowering = _Lowering(plan, kernel, names, acc_buffer)
     body = lowering.body
+    body.accumulator = acc_buffer or ""
     for name in kernel.nodes:
         body.value_of[name] = lowering.lower(name)
     materialised = set(plan.materialised)

@@ -20,8 +20,11 @@ starts a new kernel:
   kernel of its own over (rows, cols, inner), as an axis kernel's, and so is an argmax / argmin
   (an `arg_reduction`, int64 out); a max or avg pooling is a `pooling` kernel of its own over its
   output; nothing else joins these;
-- a convolution (forward or transposed, 1-d to 3-d, grouped) is a `convolution` kernel of its
-  own over its output, bias included; what follows it reads its output from memory;
+- a convolution (forward or transposed, 1-d to 3-d, grouped) starts a `convolution` kernel over
+  its output, bias included; the pointwise nodes that follow over the same elements join it as
+  its epilogue, as a GEMM's do (computed as the result leaves the library call: cuDNN's
+  channels-last output is transposed back through it); reductions and the rest read its output
+  from memory;
 - `pick` (x's element at an int64 index along a dim: cross-entropy's target logit) is computed
   like a pointwise op, reading x where it lies in memory, so x comes from another kernel;
 - `permute` (a transpose) is too: each element reads x at its permuted position, where x lies in
@@ -517,8 +520,8 @@ class _Planner:
 
     def pointwise_level(self, node: Node, kernel: Kernel) -> str | None:
         """The level at which `node` can be computed inside `kernel`, or None."""
-        if kernel.kind in STANDALONE.values():  # such a kernel is its op alone
-            return None
+        if kernel.kind in STANDALONE.values() and kernel.kind != "convolution":
+            return None  # such a kernel is its op alone (a convolution takes an epilogue)
         total = numel(node.shape)
         inside = self.in_kernel_args(node, kernel)
         if node.op in READ_IN_PLACE and inside:  # it reads x where x lies in memory

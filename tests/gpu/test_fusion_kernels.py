@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent" / "fusion")
 from fusion_cases import (  # noqa: E402
     ALL,
     arg_reductions,
+    conv_epilogues,
     convolutions,
     cross_entropy,
     kernelbench_scans,
@@ -105,18 +106,19 @@ def test_convolutions_run_through_cudnn_under_the_strict_protocol(tmp_path):
         assert verdict["ok"], verdict
 
 
+@pytest.mark.parametrize("case", [convolutions(), conv_epilogues()], ids=lambda c: c.name)
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_convolutions_verify_in_each_cudnn_layout(layout, tmp_path):
+def test_convolutions_verify_in_each_cudnn_layout(case, layout, tmp_path):
     """Each of the two layouts the first call times against the other (cudnn_conv.py), forced
-    through the `layout` launch parameter, verifies every convolution of the case: NHWC's
-    transposes (x, w, then y back with the bias) as much as NCHW's plain call. The extension is
-    the prebuilt one: only model_new.py's LAUNCH differs."""
+    through the `layout` launch parameter, verifies every convolution of the cases: NHWC's
+    transposes (x, w, then y back with the bias, through the epilogue where there is one) as
+    much as NCHW's plain call and its epilogue kernel. The extension is the prebuilt one: only
+    model_new.py's LAUNCH differs."""
     from agent.fusion.cuda.cudnn_conv import LAYOUTS
 
-    case = convolutions()
     program = compile_graph(case.ir, "cuda")
     forced = {k: {"layout": LAYOUTS[layout]} for k, v in program.launch.items() if "layout" in v}
-    assert len(forced) == 6
+    assert len(forced) == {"convolutions": 6, "conv_epilogues": 2}[case.name]
     with _session(case, tmp_path) as session:
         session.write_file("model_new.py", program.model_new(forced))
         verdict = session.verify()

@@ -6,8 +6,15 @@ last spatial dim), `rows_per_task` rows a task, each output's window maxed or su
 
 from __future__ import annotations
 
-from agent.fusion.body import conv_operands, standalone_operands
-from agent.fusion.cpu.prelude import c_params, row_tasks_launcher
+from agent.fusion.body import (
+    conv_operands,
+    conv_params,
+    described_epilogue,
+    epilogue_lines,
+    lower_kernel,
+    standalone_operands,
+)
+from agent.fusion.cpu.prelude import DIALECT, c_params, row_tasks_launcher
 from agent.fusion.ir import numel
 from agent.fusion.plan import Kernel, Plan, conv_geometry, pool_geometry
 from agent.fusion.program import KernelSource, Param
@@ -16,9 +23,9 @@ from agent.fusion.windows import conv_lines, describe_conv, padded, window_lines
 TUNABLES = {"rows_per_task": [1, 4, 16, 64]}
 
 
-def _output_rows(ns: str, params: list[Param], planes: int, outputs, body: list[str], y: str):
+def _output_rows(ns: str, params: list[Param], planes: int, outputs, body: list[str], store):
     """The code of a kernel over every (plane, o0, o1) row, computing `value` for each o2 with
-    `body`; and its row count."""
+    `body`, then `store(index)`'s lines with the output's flat index; and its row count."""
     out0, out1, out2 = padded(outputs, 1)
     rows = planes * out0 * out1
     code = f"""namespace {ns} {{
@@ -33,7 +40,7 @@ constexpr int64_t kCols = {out2};  // o2
         f"      const int64_t o1 = r % {out1};",
         "      for (int64_t o2 = 0; o2 < kCols; ++o2) {",
         *("        " + line for line in body),
-        f"        {y}[r * kCols + o2] = value;",
+        *store("r * kCols + o2"),
         "      }",
     ]
     return code + row_tasks_launcher(ns, c_params(params), "\n".join(line)), rows
@@ -45,7 +52,8 @@ def pooling_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) ->
     x, y = standalone_operands(plan, kernel, names)
     params = [Param(x, "in"), Param(y, "out")]
     body = [f"const int64_t base = plane * {numel(pool.inputs)};", *window_lines(pool, node, x)]
-    code, rows = _output_rows(kernel.name, params, pool.planes, pool.outputs, body, y)
+    store = lambda index: [f"        {y}[{index}] = value;"]  # noqa: E731
+    code, rows = _output_rows(kernel.name, params, pool.planes, pool.outputs, body, store)
     return KernelSource(
         name=kernel.name,
         kind="pooling",
@@ -61,17 +69,20 @@ def pooling_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) ->
 
 
 def convolution_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
+    """The direct loop, its epilogue (the pointwise nodes after it) applied to each output."""
     node = plan.graph.node_by_name[kernel.nodes[0]]
     conv = conv_geometry(plan.graph, node)
-    x, w, b, y = conv_operands(plan, kernel, names)
-    params = [Param(t, "in") for t in (x, w, *([b] if b else []))] + [Param(y, "out")]
-    body = [
+    x, w, b, _ = conv_operands(plan, kernel, names)
+    epilogue = lower_kernel(plan, kernel, names)
+    params = conv_params(x, w, b, epilogue.params())
+    lines = [
         f"const int64_t co = plane % {conv.out_channels};",
         f"const int64_t n = plane / {conv.out_channels};",
         *conv_lines(conv, x, w, b),
     ]
+    store = lambda index: epilogue_lines(epilogue, "value", index, DIALECT, " " * 8)  # noqa: E731
     planes = conv.batch * conv.out_channels
-    code, rows = _output_rows(kernel.name, params, planes, conv.outputs, body, y)
+    code, rows = _output_rows(kernel.name, params, planes, conv.outputs, lines, store)
     return KernelSource(
         name=kernel.name,
         kind="convolution",
@@ -81,5 +92,6 @@ def convolution_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool
         params=params,
         launch={"rows_per_task": max(1, min(64, rows // 64))},
         tunables=TUNABLES,
-        description=f"{describe_conv(conv)}, direct, OpenMP over output rows",
+        description=f"{describe_conv(conv)}, direct, OpenMP over output rows"
+        + described_epilogue(kernel),
     )

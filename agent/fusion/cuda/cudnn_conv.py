@@ -5,10 +5,11 @@ grouped.
 Two layouts: NCHW, the tensors as they are (the bias by cudnnAddTensor), and NHWC, the one the
 tensor cores want (Inductor runs ungrouped convolutions channels-last for that reason): x and w
 are transposed into channels-last scratch, cuDNN writes y there, and one more transpose writes it
-back as NCHW with the bias added on the way. The launch parameter `layout` picks one (1 NCHW, 2
-NHWC); 0, the default, times both on the first call (each whole: transposes, convolution, bias;
-twice each, interleaved) and keeps the faster, so a shape where the transposes cost more than
-they buy stays NCHW.
+back as NCHW with the bias added on the way, through the pointwise epilogue that follows the
+convolution where there is one (conv_epilogue.py). The launch parameter `layout` picks one (1
+NCHW, 2 NHWC); 0, the default, times both on the first call (each whole: transposes,
+convolution, bias, epilogue; twice each, interleaved) and keeps the faster, so a shape where the
+transposes cost more than they buy stays NCHW.
 
 A kernel's shapes are compile-time constants, so a layout's descriptors, the algorithm cuDNN's
 Find measured fastest (its workspace within MAX_WORKSPACE), that workspace and the scratch are
@@ -115,6 +116,8 @@ constexpr long long kBatch = {batch}, kXChannels = {x_channels}, kXSpatial = {x_
 constexpr long long kYChannels = {y_channels}, kYSpatial = {y_spatial};
 constexpr long long kWOuter = {w_outer}, kWChannels = {w_channels}, kWWindow = {w_window};
 
+{tail}
+
 // One layout's descriptors, algorithm and buffers (the bias's descriptor: NCHW only; the
 // scratch: NHWC only).
 struct Layout {{
@@ -190,38 +193,38 @@ const char* convolve_in(cudnnHandle_t handle, const Layout& l, const float* x, c
   return nullptr;
 }}
 
-// One whole call in the layout: NCHW, the convolution and cudnnAddTensor's bias; NHWC, x and w
-// to channels-last, the convolution, and y back to NCHW with the bias added.
+// One whole call in the layout: NCHW, the convolution into y, cudnnAddTensor's bias, then the
+// epilogue (if any) from y; NHWC, x and w to channels-last, the convolution, and the result back
+// to NCHW with the bias added, through the epilogue (conv_epilogue.py).
 const char* run(cudnnHandle_t handle, const Layout& l, const float* x, const float* w,
-                const float* b, float* y, cudaStream_t stream) {{
+                const float* b, float* y, const Tail& tail, cudaStream_t stream) {{
   if (!l.channels_last) {{
     const char* failure = convolve_in(handle, l, x, w, y);
-    if (failure != nullptr || b == nullptr) return failure;
+    if (failure != nullptr) return failure;
     const float one = 1.0f;
-    KA_CUDNN_TRY(cudnnAddTensor(handle, &one, l.b, b, &one, l.y, y));
-    return nullptr;
+    if (b != nullptr) KA_CUDNN_TRY(cudnnAddTensor(handle, &one, l.b, b, &one, l.y, y));
+    return finish_nchw(y, tail, stream);
   }}
   const char* failure = ka_transpose_on(x, l.x_t, kBatch, kXChannels, kXSpatial, nullptr, stream);
   if (failure == nullptr)
     failure = ka_transpose_on(w, l.w_t, kWOuter, kWChannels, kWWindow, nullptr, stream);
   if (failure == nullptr) failure = convolve_in(handle, l, l.x_t, l.w_t, l.y_t);
-  if (failure == nullptr)
-    failure = ka_transpose_on(l.y_t, y, kBatch, kYSpatial, kYChannels, b, stream);
+  if (failure == nullptr) failure = finish_nhwc(l.y_t, b, y, tail, stream);
   return failure;
 }}
 
 // Milliseconds of three whole calls after an untimed one; negative where the layout fails.
 float timed(cudnnHandle_t handle, const Layout& l, const float* x, const float* w,
-            const float* b, float* y, cudaStream_t stream) {{
+            const float* b, float* y, const Tail& tail, cudaStream_t stream) {{
   cudaEvent_t start, stop;
   if (cudaEventCreate(&start) != cudaSuccess) return -1.0f;
   if (cudaEventCreate(&stop) != cudaSuccess) {{
     cudaEventDestroy(start);
     return -1.0f;
   }}
-  bool ok = run(handle, l, x, w, b, y, stream) == nullptr;
+  bool ok = run(handle, l, x, w, b, y, tail, stream) == nullptr;
   ok = ok && cudaEventRecord(start, stream) == cudaSuccess;
-  for (int i = 0; i < 3 && ok; ++i) ok = run(handle, l, x, w, b, y, stream) == nullptr;
+  for (int i = 0; i < 3 && ok; ++i) ok = run(handle, l, x, w, b, y, tail, stream) == nullptr;
   ok = ok && cudaEventRecord(stop, stream) == cudaSuccess;
   ok = ok && cudaEventSynchronize(stop) == cudaSuccess;
   float ms = -1.0f;
@@ -233,7 +236,8 @@ float timed(cudnnHandle_t handle, const Layout& l, const float* x, const float* 
 
 // The layout asked for (1 NCHW, 2 NHWC), or for 0 the faster of the two that cuDNN can run.
 const char* setup(cudnnHandle_t handle, Layout& chosen, int layout, int tf32, const float* x,
-                  const float* w, const float* b, float* y, cudaStream_t stream) {{
+                  const float* w, const float* b, float* y, const Tail& tail,
+                  cudaStream_t stream) {{
   Layout plain, last;
   const char* plain_failure = layout == 2 ? "not asked for" : prepare(handle, plain, false, tf32);
   const char* last_failure = layout == 1 ? "not asked for" : prepare(handle, last, true, tf32);
@@ -245,8 +249,8 @@ const char* setup(cudnnHandle_t handle, Layout& chosen, int layout, int tf32, co
   if (plain_failure == nullptr && last_failure == nullptr) {{
     float best_plain = -1.0f, best_last = -1.0f;
     for (int round = 0; round < 2; ++round) {{
-      const float p = timed(handle, plain, x, w, b, y, stream);
-      const float q = timed(handle, last, x, w, b, y, stream);
+      const float p = timed(handle, plain, x, w, b, y, tail, stream);
+      const float q = timed(handle, last, x, w, b, y, tail, stream);
       if (p >= 0.0f && (best_plain < 0.0f || p < best_plain)) best_plain = p;
       if (q >= 0.0f && (best_last < 0.0f || q < best_last)) best_last = q;
     }}
@@ -262,10 +266,11 @@ const char* setup(cudnnHandle_t handle, Layout& chosen, int layout, int tf32, co
   return nullptr;
 }}
 
-// The convolution and its bias; the first call (per device, TF32 setting and layout) sets it
-// up, and a shape cuDNN cannot run is this call's error, every time.
-const char* convolve(const float* x, const float* w, const float* b, float* y, int tf32,
-                     int layout, cudaStream_t stream) {{
+// The convolution, its bias and its epilogue; the first call (per device, TF32 setting and
+// layout) sets it up, and a shape cuDNN cannot run is this call's error, every time. y: where
+// cuDNN's NCHW result goes (the output, or the work buffer an epilogue reads).
+const char* convolve(const float* x, const float* w, const float* b, float* y, const Tail& tail,
+                     int tf32, int layout, cudaStream_t stream) {{
   struct State {{
     bool tried = false;
     const char* failure = nullptr;  // why cuDNN cannot run it
@@ -279,10 +284,10 @@ const char* convolve(const float* x, const float* w, const float* b, float* y, i
   KA_CUDNN_TRY(cudnnSetStream(handle, stream));
   if (!s.tried) {{
     s.tried = true;
-    s.failure = setup(handle, s.layout, layout, tf32, x, w, b, y, stream);
+    s.failure = setup(handle, s.layout, layout, tf32, x, w, b, y, tail, stream);
   }}
   if (s.failure != nullptr) return s.failure;
-  return run(handle, s.layout, x, w, b, y, stream);
+  return run(handle, s.layout, x, w, b, y, tail, stream);
 }}
 #endif
 }}  // namespace {ns}
@@ -315,9 +320,9 @@ def _as_2d(values: tuple[int, ...], fill: int) -> tuple[int, ...]:
     return (fill, *values) if len(values) == 1 else tuple(values)
 
 
-def cudnn_code(ns: str, conv: ConvShape, what: str) -> str:
-    """The namespace `ns` with `convolve(x, w, b or nullptr, y, tf32, layout, stream)`, nullptr
-    or an error."""
+def cudnn_code(ns: str, conv: ConvShape, what: str, tail: str) -> str:
+    """The namespace `ns` with `convolve(x, w, b or nullptr, y, tail, tf32, layout, stream)`,
+    nullptr or an error; `tail` is conv_epilogue.py's code for its epilogue."""
     inputs, outputs = _as_2d(conv.inputs, 1), _as_2d(conv.outputs, 1)
     window = _as_2d(conv.window, 1)
     weight = (
@@ -333,6 +338,7 @@ def cudnn_code(ns: str, conv: ConvShape, what: str) -> str:
     return CODE.format(
         ns=ns,
         what=what,
+        tail=tail,
         dims=spatial + 2,
         x_dims=joined((conv.batch, conv.in_channels, *inputs)),
         y_dims=joined((conv.batch, conv.out_channels, *outputs)),

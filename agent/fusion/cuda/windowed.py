@@ -9,9 +9,17 @@ elsewhere, where it runs only in a build without cuDNN.
 
 from __future__ import annotations
 
-from agent.fusion.body import conv_operands, standalone_operands
+from agent.fusion.body import (
+    conv_operands,
+    conv_params,
+    described_epilogue,
+    epilogue_lines,
+    lower_kernel,
+    standalone_operands,
+)
+from agent.fusion.cuda.conv_epilogue import tail_code, tail_params
 from agent.fusion.cuda.cudnn_conv import LAYOUTS, cudnn_code
-from agent.fusion.cuda.prelude import idx_type, launch_params, pointer_params
+from agent.fusion.cuda.prelude import DIALECT, idx_type, launch_params, pointer_params
 from agent.fusion.ir import numel
 from agent.fusion.plan import ConvShape, Kernel, Plan, conv_geometry, pool_geometry
 from agent.fusion.program import KernelSource, Param
@@ -29,7 +37,7 @@ __global__ void __launch_bounds__(1024) kernel({params}) {{
     const int64_t o0 = (int64_t)(i / {out12} % {out0});
     const int64_t plane = (int64_t)(i / {out_plane});
 {body}
-    y[i] = value;
+{store}
   }}
 }}
 
@@ -49,8 +57,11 @@ extern "C" const char* {ns}_launch({host_params}, int threads, int blocks_per_sm
 LAUNCH = {"threads": 256, "blocks_per_sm": 8}
 
 
-def _per_output(ns: str, kernel: Kernel, local: list[Param], outputs, body: list[str]) -> str:
-    """A kernel computing `value` for output i at (plane, o0, o1, o2) with `body`."""
+def _per_output(
+    ns: str, kernel: Kernel, local: list[Param], outputs, body: list[str], store: list[str]
+) -> str:
+    """A kernel computing `value` for output i at (plane, o0, o1, o2) with `body`, then storing
+    it with `store`."""
     out0, out1, out2 = padded(outputs, 1)
     return PER_OUTPUT.format(
         ns=ns,
@@ -63,6 +74,7 @@ def _per_output(ns: str, kernel: Kernel, local: list[Param], outputs, body: list
         out12=out1 * out2,
         out_plane=out0 * out1 * out2,
         body="\n".join("    " + line for line in body),
+        store="\n".join(store),
         host_params=launch_params(local),
         args=", ".join(p.buffer for p in local),
     )
@@ -79,7 +91,7 @@ def pooling_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) ->
         name=kernel.name,
         kind="pooling",
         nodes=kernel.nodes + kernel.aliases,
-        code=_per_output(kernel.name, kernel, local, pool.outputs, body),
+        code=_per_output(kernel.name, kernel, local, pool.outputs, body, ["    y[i] = value;"]),
         launcher=f"{kernel.name}_launch",
         params=[Param(x, "in"), Param(y, "out")],
         launch=dict(LAUNCH),
@@ -89,48 +101,61 @@ def pooling_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) ->
 
 
 def convolution_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> KernelSource:
-    """cuDNN's convolution (cudnn_conv.py), with the direct kernel for a build without cuDNN; a
-    depthwise one (a group per input channel) is the direct kernel's alone."""
+    """cuDNN's convolution (cudnn_conv.py) and its epilogue (conv_epilogue.py), with the direct
+    kernel for a build without cuDNN; a depthwise one (a group per input channel) is the direct
+    kernel's alone. The direct kernel computes the epilogue in registers."""
     node = plan.graph.node_by_name[kernel.nodes[0]]
     conv = conv_geometry(plan.graph, node)
-    x, w, b, y = conv_operands(plan, kernel, names)
-    bias = [("b", b)] if b else []
-    local = [Param(n, "in") for n, _ in [("x", x), ("w", w), *bias]] + [Param("y", "out")]
-    body = [
+    x, w, b, _ = conv_operands(plan, kernel, names)
+    ns, what = kernel.name, describe_conv(conv) + described_epilogue(kernel)
+    cudnn = not depthwise(conv)
+    # cuDNN's NCHW result goes to a work buffer the epilogue kernel reads, where there is one
+    work = f"w_{ns}_conv" if cudnn and len(kernel.nodes) > 1 else None
+    epilogue = lower_kernel(plan, kernel, names, acc_buffer=work)
+    direct_params = conv_params(x, w, b, [p for p in epilogue.params() if p.buffer != work])
+    lines = [
         f"const int64_t co = plane % {conv.out_channels};",
         f"const int64_t n = plane / {conv.out_channels};",
-        *conv_lines(conv, "x", "w", "b" if b else None),
+        *conv_lines(conv, x, w, b),
     ]
-    params = [Param(t, "in") for t in (x, w, *([b] if b else []))] + [Param(y, "out")]
-    ns, what = kernel.name, describe_conv(conv)
-    if depthwise(conv):
+    store = epilogue_lines(epilogue, "value", "i", DIALECT, " " * 4)
+    if not cudnn:
         return KernelSource(
             name=ns,
             kind="convolution",
             nodes=kernel.nodes + kernel.aliases,
-            code=_per_output(ns, kernel, local, conv.outputs, body),
+            code=_per_output(ns, kernel, direct_params, conv.outputs, lines, store),
             launcher=f"{ns}_launch",
-            params=params,
+            params=direct_params,
             launch=dict(LAUNCH),
             tunables={"threads": [128, 256, 512], "blocks_per_sm": [4, 8, 16]},
             description=f"{what}: a thread an output (direct; depthwise, where cuDNN is slow)",
         )
     direct = f"{ns}_direct"
-    code = _per_output(direct, kernel, local, conv.outputs, body)
-    code += "\n" + cudnn_code(ns, conv, what)
-    host = launch_params(local)
-    args = ", ".join(p.buffer for p in local)
+    code = _per_output(direct, kernel, direct_params, conv.outputs, lines, store)
+    code += "\n" + cudnn_code(ns, conv, what, tail_code(epilogue if work else None, kernel.numel))
+    if work is None:
+        params, target, tail = direct_params, direct_params[-1].buffer, ""
+    else:
+        tail_fields = tail_params(epilogue)
+        reads = [p for p in tail_fields if p.role != "out"]
+        params = [*conv_params(x, w, b, reads), Param(work, "work")]
+        params += [p for p in tail_fields if p.role == "out"]
+        target, tail = work, ", ".join(p.buffer for p in tail_fields)
+    host = launch_params(params)
+    direct_args = ", ".join(p.buffer for p in direct_params)
     code += f"""
 extern "C" const char* {ns}_launch({host}, int threads, int blocks_per_sm, int tf32,
                                  int layout, cudaStream_t stream) {{
 #if defined(KA_HAVE_CUDNN)
   (void)threads;
   (void)blocks_per_sm;
-  return {ns}::convolve(x, w, {"b" if b else "nullptr"}, y, tf32, layout, stream);
+  const {ns}::Tail tail{{{tail}}};
+  return {ns}::convolve({x}, {w}, {b or "nullptr"}, {target}, tail, tf32, layout, stream);
 #else
   (void)tf32;
-  (void)layout;
-  return {direct}::launch({args}, threads, blocks_per_sm, stream);
+  (void)layout;{f"{chr(10)}  (void){work};" if work else ""}
+  return {direct}::launch({direct_args}, threads, blocks_per_sm, stream);
 #endif
 }}
 """
@@ -149,6 +174,7 @@ extern "C" const char* {ns}_launch({host}, int threads, int blocks_per_sm, int t
         tunables={},
         description=f"{what}: cuDNN, NCHW or NHWC as its first call measures faster, the "
         "fastest algorithm its Find measures (a direct kernel where the build has no cuDNN)",
+        work={work: kernel.numel} if work else {},
     )
 
 

@@ -1266,29 +1266,72 @@ def get_init_inputs():
 
 
 def convolutions(length: int = 37) -> Case:
-    """Every convolution a kernel of its own writing its output (bias included); the ops after
-    it a pointwise or reduction kernel reading that output."""
+    """Every convolution a kernel of its own (bias included), the pointwise ops after it its
+    epilogue (relu; mul, add; sigmoid); a reduction after it a kernel reading its output."""
     problem = HEADER + CONVOLUTIONS_MODEL.format(length=length)
-    kinds = ("convolution", "convolution", "pointwise", "convolution", "pointwise",
-             "convolution", "axis_reduction", "convolution", "convolution", "pointwise",
-             "row_reduction", "row_reduction", "pooling", "row_reduction")  # fmt: skip
+    kinds = ("convolution", "convolution", "convolution", "convolution", "axis_reduction",
+             "convolution", "convolution", "row_reduction", "row_reduction", "pooling",
+             "row_reduction")  # fmt: skip
     nodes = (
         ("up3",),
-        ("conv1",),
-        ("relu",),
-        ("conv2",),
-        ("mul", "add"),
+        ("conv1", "relu"),
+        ("conv2", "mul", "add"),
         ("conv3",),
         ("sum_1",),
         ("up1",),
-        ("up2",),
-        ("sigmoid",),
+        ("up2", "sigmoid"),
         ("mean",),
         ("global_pool", "add_1"),  # a global average pooling is a mean, its epilogue joins
         ("adaptive_avg_pool2d",),  # to sizes that divide the input's: equal windows
         ("adaptive_avg_pool1d",),
     )
     return _captured_case("convolutions", problem, kinds, nodes)
+
+
+CONV_EPILOGUES_MODEL = '''class Model(nn.Module):
+    """Convolutions whose pointwise ops after them are their epilogue: one whose own output is
+    returned beside the epilogue's (two outputs written by the transpose back), one whose
+    epilogue reads a full-size input and a per-channel parameter, a transposed 3-d one clamped,
+    and a depthwise one (the direct kernel, its epilogue in registers). Channels past one
+    32-wide tile and odd spatial sizes leave the transpose's tiles part-full."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(5, 40, 3, padding=1)
+        self.up = nn.ConvTranspose3d(3, 33, 2, stride=2, bias=False)
+        self.depthwise = nn.Conv2d(5, 5, 3, padding=1, groups=5)
+        self.scale = nn.Parameter(torch.randn(40, 1, 1))
+
+    def forward(self, x, residual, v):
+        y = self.conv(x)
+        return (
+            y,
+            torch.tanh(y) * 2.0,
+            F.gelu(y * self.scale + residual),
+            torch.clamp(self.up(v), min=-0.5, max=0.5) / 3.0,
+            torch.relu(self.depthwise(x)) - 1.0,
+        )
+
+
+def get_inputs():
+    return [torch.randn(2, 5, 7, 9), torch.randn(2, 40, 7, 9), torch.randn(1, 3, 3, 5, 4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def conv_epilogues() -> Case:
+    """Each convolution one kernel with the pointwise ops after it (conv_epilogue.py)."""
+    problem = HEADER + CONV_EPILOGUES_MODEL
+    kinds = ("convolution", "convolution", "convolution")
+    nodes = (
+        ("conv", "tanh", "mul", "mul_1", "add", "gelu"),
+        ("up", "clamp", "truediv"),
+        ("depthwise", "relu", "sub"),
+    )
+    return _captured_case("conv_epilogues", problem, kinds, nodes)
 
 
 def shape_branching() -> Case:
@@ -1333,6 +1376,7 @@ COVERAGE = [
     scalar_input(),
     masks(),
     convolutions(),
+    conv_epilogues(),
 ]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 

@@ -231,11 +231,15 @@ def cudnn_flags(include_flags, tmp_path_factory):
 def test_convolutions_through_cudnn_compile(tmp_path, cudnn_flags):
     """Every convolution of the case (1-d to 3-d, forward and transposed, grouped, with and
     without a bias) through cuDNN in both layouts (NHWC through the transposes), the direct
-    kernel beside it; `layout` is a launch parameter, 0 (measured) unless asked."""
+    kernel beside it; `layout` is a launch parameter, 0 (measured) unless asked. The three with a
+    pointwise epilogue (relu; mul, add; sigmoid) take it into their launch: NCHW runs it as a
+    kernel reading the work buffer cuDNN wrote, NHWC in the transpose back (conv_epilogue.py)."""
     program = compile_graph(convolutions().ir, "cuda")
     source = program.files["kernels/fused.cu"]
-    assert source.count("::convolve(x, w, ") == 6  # a cuDNN call in each conv's launcher
+    assert source.count("::convolve(") == 6  # a cuDNN call in each conv's launcher
     assert "CUDNN_TENSOR_NHWC" in source and "ka_transpose<<<" in source
+    assert source.count("back_through_epilogue<<<") == 3
+    assert source.count("return epilogue::launch(") == 3
     cudnn_kernels = [k.name for k in program.kernels if "cuDNN" in k.description]
     assert len(cudnn_kernels) == 6
     assert {program.launch[name]["layout"] for name in cudnn_kernels} == {0}
@@ -280,5 +284,5 @@ def test_a_depthwise_convolution_is_the_direct_kernels_and_the_rest_cudnns(tmp_p
     assert first.tunables and "direct" in first.description
     assert not second.tunables and "cuDNN" in second.description
     source = program.files["kernels/fused.cu"]
-    assert source.count("::convolve(x, w, ") == 1
+    assert source.count("::convolve(") == 1
     _nvcc(source, tmp_path, cudnn_flags)
