@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from agent.fusion import expressions
 from agent.fusion.ir import Ref, Term, broadcast_terms, flat_index, numel, permuted_terms
-from agent.fusion.plan import Kernel, Plan, permutation, pick_geometry
+from agent.fusion.plan import INDEX_FILLS, Kernel, Plan, permutation, pick_geometry
 from agent.fusion.program import Param
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's eps=None
@@ -50,6 +50,18 @@ class Triangle:
     fill: float | None = None  # no buffer: a fill's triangle (tril(ones(T, T))), this where kept
 
 
+@dataclass(frozen=True)
+class Position:
+    """A load with no buffer whose value comes from the element's position in its own space
+    (an IR arange or eye): arange, start + step * index; eye over [rows, cols], 1 where the
+    row is the column, else 0."""
+
+    op: str  # "arange" | "eye"
+    start: float = 0.0
+    step: float = 1.0
+    cols: int = 1
+
+
 @dataclass
 class BNode:
     id: int
@@ -65,13 +77,14 @@ class BNode:
     dtype: str = "float32"  # load: the buffer's IR dtype (a bool mask is read as 0.0 or 1.0)
     pick: PickIndex | None = None  # load: read at a position an index buffer holds
     triangle: Triangle | None = None  # load: zero on the other side of a diagonal
+    position: Position | None = None  # load: the value is where the element lies (no buffer)
     value: float = 0.0  # const (a scalar's value is its parameter, named by `buffer`)
 
     @property
     def indexed(self) -> bool:
         """A load known only per element (a pick's position, a triangle's mask): it never
         splits along rows."""
-        return self.pick is not None or self.triangle is not None
+        return self.pick is not None or self.triangle is not None or self.position is not None
 
 
 @dataclass(frozen=True)
@@ -118,10 +131,11 @@ class Body:
         dtype: str = "float32",
         pick: PickIndex | None = None,
         triangle: Triangle | None = None,
+        position: Position | None = None,
     ) -> int:
-        key = ("load", buffer, terms, total, level, pick, triangle)
+        key = ("load", buffer, terms, total, level, pick, triangle, position)
         fields = dict(buffer=buffer, terms=terms, total=total, dtype=dtype, pick=pick)
-        fields["triangle"] = triangle
+        fields.update(triangle=triangle, position=position)
         return self._add(key, kind="load", level=level, **fields)
 
     def acc(self) -> int:
@@ -217,6 +231,13 @@ def fixed_operand(node: BNode) -> str | None:
 
 def load_expression(node: BNode, position: str) -> str:
     """C++ (both dialects) reading load `node` at flat position `position` of its space."""
+    if node.position is not None:
+        p = node.position
+        own = flat_index(node.terms, node.total, position)  # its place in the fill's own space
+        if p.op == "eye":
+            return f"(({own}) / {p.cols} == ({own}) % {p.cols} ? 1.0f : 0.0f)"
+        start, step = expressions.literal(p.start), expressions.literal(p.step)
+        return f"({start} + {step} * (float)({own}))"
     if node.triangle is not None:
         t = node.triangle
         own = flat_index(node.terms, node.total, position)  # its place in the triangle's space
@@ -342,6 +363,8 @@ class _Lowering:
             return body.value_of[root.name]
         if root.kind == "node" and root.name in self.plan.inline:  # a mask, computed here
             mask = self.graph.node_by_name[root.name]
+            if mask.op in INDEX_FILLS:  # read through the views between (they keep its order)
+                return self.position(mask, level, self.graph.shape_of(ref), consumer_shape)
             if mask.op in ("tril", "triu"):
                 return self.triangle(mask, level, consumer_shape)
             operands = [self.arg(a, consumer_shape, level) for a in mask.args if a.kind != "none"]
@@ -376,7 +399,18 @@ class _Lowering:
             return self.permute(node, level)
         if node.op in ("tril", "triu"):
             return self.triangle(node, level)
+        if node.op in INDEX_FILLS:
+            return self.position(node, level, node.shape, node.shape)
         return self.lower_row_op(node)
+
+    def position(self, node, level: str, shape: tuple[int, ...], space: tuple[int, ...]) -> int:
+        """An arange or eye (`node`), seen as `shape` (itself, or a view of it), read in `space`."""
+        cols = node.shape[-1] if node.op == "eye" else 1
+        start, step = float(node.attrs.get("start", 0.0)), float(node.attrs.get("step", 1.0))
+        kept = Position(node.op, start, step, cols)
+        terms = broadcast_terms(shape, space)
+        assert terms is not None, f"{node.name} {shape} does not broadcast to {space}"
+        return self.body.load("", terms, numel(space), level, position=kept)
 
     def accumulator(self, node) -> int:
         """A library kernel's result (a GEMM's product, a convolution's output): in registers,

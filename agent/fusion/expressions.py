@@ -22,6 +22,9 @@ UNARY = {
     "abs": "fabsf({x})",
     "erf": "erff({x})",
     "identity": "{x}",
+    "to_float": "{x}",  # an int64 as float32: its load already converts it (rounding as torch)
+    "sin": "sinf({x})",
+    "cos": "cosf({x})",
     # torch's constants and formulas (aten's activation kernels), in fp32
     "selu": "1.0507009873554804934f * ({x} > 0.0f ? {x} : 1.6732632423543772848f * expm1f({x}))",
     "hardsigmoid": "fminf(fmaxf({x} + 3.0f, 0.0f), 6.0f) / 6.0f",

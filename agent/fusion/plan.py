@@ -61,6 +61,9 @@ PICK = "pick"
 PERMUTE = "permute"
 # ops computed per element from x where it lies in memory: x is never computed in their kernel
 TRIANGLES = frozenset({"tril", "triu"})
+# ops whose value is each element's position (torch.arange, torch.eye): no operand, computed
+# inside every kernel that reads them, never read from memory
+INDEX_FILLS = frozenset({"arange", "eye"})
 READ_IN_PLACE = frozenset({PICK, PERMUTE}) | TRIANGLES
 # The IR dtypes a kernel reads or writes besides float32: a pointwise op reads a bool as 0 or 1
 # (x * mask), pick reads an int64 index, argmax / argmin write int64, reshape passes any through.
@@ -379,6 +382,8 @@ def _output_dtype(graph: Graph, node: Node) -> str:
         return "bool"
     if node.op in LAYOUT and node.args and node.args[0].is_tensor:
         return graph.dtype_of(node.args[0])
+    if node.op in INDEX_FILLS:
+        return node.dtype  # as torch made it: an int64 arange, a bool eye
     return "float32"
 
 
@@ -399,12 +404,22 @@ def _check_dtypes(graph: Graph, node: Node) -> None:
     for position, ref in enumerate(node.args):
         dtype = graph.dtype_of(ref) if ref.is_tensor else "float32"
         allowed = _operand_dtypes(node, position)
+        if node.op in POINTWISE_OPS and _of_positions(graph, ref):
+            continue  # an int64 arange or eye: computed as the float it converts to, exactly
         if dtype not in allowed:
             raise Unplaceable(f"{ref.describe()} is {dtype}: this op reads {' or '.join(allowed)}")
 
 
+def _of_positions(graph: Graph, ref: Ref) -> bool:
+    """`ref` is an arange or eye, or a view of one (an int64 buffer of indices is not)."""
+    while ref.kind == "node" and graph.node_by_name[ref.name].op in LAYOUT:
+        ref = graph.node_by_name[ref.name].args[0]
+    return ref.kind == "node" and graph.node_by_name[ref.name].op in INDEX_FILLS
+
+
 def _check_node(graph: Graph, node: Node) -> None:
     known = POINTWISE_OPS | ROW_OPS | set(STANDALONE) | MATMULS | LAYOUT | READ_IN_PLACE
+    known |= INDEX_FILLS
     if node.op not in known:
         raise Unplaceable("no kernel template for this op")
     _check_dtypes(graph, node)
@@ -434,6 +449,11 @@ def _check_node(graph: Graph, node: Node) -> None:
         pick_geometry(graph, node)
     elif node.op == PERMUTE:
         permutation(graph, node)
+    elif node.op in INDEX_FILLS:
+        if node.args or len(node.shape) != (1 if node.op == "arange" else 2):
+            raise Unplaceable(
+                f"{node.op} takes no operand and is {'1' if node.op == 'arange' else '2'}-d"
+            )
     elif node.op in TRIANGLES:
         x = node.args[0] if node.args else None
         if len(node.shape) < 2 or x is None or not (x.is_tensor or x.kind == "const"):
@@ -577,10 +597,13 @@ class _Planner:
         graph = self.graph
         if node.op in LAYOUT:
             root = self.resolve(node.args[0])
-            if root.kind == "node" and root.name in self.inline:
+            inline = root.kind == "node" and root.name in self.inline
+            # an arange or eye is read through its views where it is computed (they keep its
+            # order); a mask's is not supported yet
+            if inline and self.graph.node_by_name[root.name].op not in INDEX_FILLS:
                 raise Unplaceable(f"a reshape of the mask {root.name} is not supported yet")
             self.alias_of[node.name] = node.args[0]
-            if root.kind == "node":
+            if root.kind == "node" and not inline:
                 self.kernels[self.kernel_of[root.name]].aliases.append(node.name)
             return
         if node.name in self.inline:
@@ -648,7 +671,9 @@ def plan_graph(graph: Graph) -> Plan:
         # is smaller than what it masks) is recomputed by each op that reads it instead.
         masks = [n for n in _materialised(graph, planner, live) if _recomputable(planner, n)]
         if masks:
-            planner = _Planner(graph, _with_operands(planner, masks))
+            # an output is written by a kernel, even where its readers recompute it
+            returned = {planner.resolve(ref).name for ref in graph.outputs if ref.kind == "node"}
+            planner = _Planner(graph, _with_operands(planner, masks) - returned)
             problems = _place_all(planner, live)
     for ref in graph.outputs:
         root = planner.resolve(ref) if ref.kind == "node" else ref
@@ -664,6 +689,10 @@ def plan_graph(graph: Graph) -> Plan:
     kept_masks = [n for n in materialised if graph.node_by_name[n].dtype == "bool"]
     if kept_masks:
         empty.unsupported = [_why(graph.node_by_name[n], KEPT_MASK) for n in kept_masks]
+        return empty
+    kept_positions = [n for n in materialised if _position_valued(graph, graph.node_by_name[n])]
+    if kept_positions:
+        empty.unsupported = [_why(graph.node_by_name[n], KEPT_POSITIONS) for n in kept_positions]
         return empty
     for kernel in planner.kernels:
         kernel.name = f"k{kernel.index}_{_label(graph, kernel)}"
@@ -692,14 +721,29 @@ def _place_all(planner: _Planner, live: set[str]) -> list[str]:
 
 def _recomputable(planner: _Planner, name: str) -> bool:
     """Whether node `name` can be computed inside any kernel that reads it: a mask, or a fill's
-    triangle (`tril(ones(T, T))`), of inputs, parameters, constants and such nodes alone."""
+    triangle (`tril(ones(T, T))`), of inputs, parameters, constants and such nodes alone; a
+    value of positions (`_positional`)."""
     node = planner.graph.node_by_name[name]
+    if _positional(planner, name):
+        return True
     if node.op in TRIANGLES:
         return node.args[0].kind == "const"
     if node.op not in BOOL_OPS:
         return False
     roots = [planner.resolve(r) for r in node.tensor_args()]
     return all(r.kind != "node" or _recomputable(planner, r.name) for r in roots)
+
+
+def _positional(planner: _Planner, name: str) -> bool:
+    """An arange or eye, or a pointwise op of such nodes and numbers alone (a ramp of
+    frequencies): computed from the element's position, reading no memory."""
+    node = planner.graph.node_by_name[name]
+    if node.op in INDEX_FILLS:
+        return True
+    if node.op not in POINTWISE_OPS or not node.tensor_args():
+        return False
+    roots = [planner.resolve(r) for r in node.tensor_args()]
+    return all(r.kind == "node" and _positional(planner, r.name) for r in roots)
 
 
 def _with_operands(planner: _Planner, names: list[str]) -> set[str]:
@@ -718,6 +762,17 @@ KEPT_MASK = (
     "a mask (a comparison's bool) lives in registers, read by pointwise ops of the kernel that "
     "computes it: returning it, or reading it in another kernel, is not supported yet"
 )
+
+
+KEPT_POSITIONS = (
+    "an int64 arange or eye is computed as a float where it is read: returning it (or a "
+    "pointwise op of it as int64) is not supported yet"
+)
+
+
+def _position_valued(graph: Graph, node: Node) -> bool:
+    """An int64 value that kernels would have to write: an index fill's, not an arg reduction's."""
+    return node.dtype == "int64" and node.op not in ARG_REDUCTIONS
 
 
 def _materialised(graph: Graph, planner: _Planner, live: set[str]) -> list[str]:

@@ -1,4 +1,12 @@
-"""Tensors made in the forward that hold one value everywhere: `torch.tensor(c)`, `torch.full`,
+"""Tensors made in the forward.
+
+`torch.arange` and `torch.eye`, whose values come from each element's position, lower to the
+IR's `arange` (start, step) and `eye` nodes: no operand, computed where they are read (a mask of
+positions, a ramp times a tensor), never read from memory (docs/fusion.md). Their dtype is
+kept (arange of ints is int64, as torch makes it); kernels compute them as floats, exact for
+the integers a float holds (up to 2^24), which bounds an int64 arange's values.
+
+Tensors that hold one value everywhere: `torch.tensor(c)`, `torch.full`,
 `torch.ones`, `torch.zeros` and their `_like` forms, and a constant fx folded into the graph
 (`torch.tensor(self.c)` with no tensor argument is evaluated while tracing and becomes a
 `_tensor_constant` attribute). Each is held as a fill (scans.Deferred) and read as the IR's
@@ -23,6 +31,15 @@ FILL_HELD = (
     "a tensor made in the forward is read only as a constant operand of a pointwise op (or as "
     "the identity before a scan)"
 )
+
+
+MAX_EXACT = 2.0**24  # every integer up to it is a float32
+ARANGE_DTYPES = (torch.float32, torch.int64)
+EYE_DTYPES = (torch.float32, torch.int64, torch.bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class FactoryLowering:
@@ -53,6 +70,39 @@ class FactoryLowering:
     def _lower_full_like(self, node: fx.Node, bound: dict) -> None:
         value = node.args[1] if len(node.args) > 1 else node.kwargs.get("fill_value")
         self._fill(node, self._value(value))
+
+    def _lower_arange(self, node: fx.Node, bound: dict) -> None:
+        """torch.arange(end), (start, end) or (start, end, step), of floats or ints."""
+        numbers = [self._value(a) for a in node.args]
+        numbers += [
+            self._value(node.kwargs[k]) for k in ("start", "end", "step") if k in node.kwargs
+        ]
+        if len(numbers) == 1:
+            numbers = [0, numbers[0]]
+        if len(numbers) not in (2, 3) or not all(_is_number(v) for v in numbers):
+            raise Unsupported(
+                f"torch.arange of {numbers!r} is {UNSUPPORTED}: numbers known at capture"
+            )
+        start, end, step = (*numbers, 1)[:3]
+        shape = tuple(tensor_shape(node))
+        exact = max(abs(float(start)), abs(float(start) + float(step) * max(shape[0] - 1, 0)))
+        if exact > MAX_EXACT:
+            raise Unsupported(f"an arange reaching {exact:g} is {UNSUPPORTED}: past 2^24 a float "
+                              "no longer holds every integer")  # fmt: skip
+        self._index_fill(
+            node, "arange", {"start": float(start), "step": float(step)}, ARANGE_DTYPES
+        )
+
+    def _lower_eye(self, node: fx.Node, bound: dict) -> None:
+        """torch.eye(n) or (n, m): 1 on the diagonal, 0 elsewhere."""
+        self._index_fill(node, "eye", {}, EYE_DTYPES)
+
+    def _index_fill(self, node: fx.Node, op: str, attrs: dict, dtypes: tuple) -> None:
+        meta = node.meta.get("tensor_meta")
+        if meta is not None and meta.dtype not in dtypes:
+            name = str(meta.dtype).removeprefix("torch.")
+            raise Unsupported(f"a {name} torch.{op} is {UNSUPPORTED}")
+        self._emit(node, op, [], attrs)
 
     def _fill(self, node: fx.Node, value) -> None:
         meta = node.meta.get("tensor_meta")

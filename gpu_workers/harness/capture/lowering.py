@@ -43,7 +43,8 @@ from gpu_workers.harness.capture.scans import HELD, Deferred, ScanLowering
 _NUMBER = (int, float)
 # Ops whose result may be other than float32: argmax / argmin's int64, a view of a mask or index.
 _OTHER_DTYPES = {"argmax": ("int64",), "argmin": ("int64",), "reshape": ("int64", "bool"),
-                 "identity": ("int64", "bool"), "logical_not": ("bool",),
+                 "identity": ("int64", "bool"), "logical_not": ("bool",), "arange": ("int64",),
+                 "eye": ("int64", "bool"),
                  **dict.fromkeys(COMPARISONS, ("bool",))}  # fmt: skip
 _STATIC_ATTRIBUTES = ("shape", "ndim", "dtype", "device", "is_cuda")
 # Python's own arithmetic on sizes (x.size(-1) * 2, math.sqrt(d)): a value known at capture.
@@ -589,8 +590,13 @@ class Lowering(
             self._emit(node, "where", [x, {"const": 1.0}, {"const": 0.0}])
         elif (before, after) == ("float32", "bool"):
             self._emit(node, "ne", [x, {"const": 0.0}])
+        elif (before, after) == ("int64", "float32"):  # an arange's ramp, an index as a number
+            self._emit(node, "to_float", [x])
         else:
-            raise Unsupported(f"converts {before} to {after}; only float32 and bool are supported")
+            raise Unsupported(
+                f"converts {before} to {after}; only float32 and bool (and int64 to float32) are "
+                "supported"
+            )
 
     def _lower_where(self, node: fx.Node, bound: dict) -> None:
         if "if_true" not in bound or "if_false" not in bound:

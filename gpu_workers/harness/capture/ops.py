@@ -28,7 +28,8 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-_UNARY = ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "erf")
+_UNARY = ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "erf", "sin",
+          "cos")  # fmt: skip
 # The comparisons, each a core op of its own name (a bool: docs/fusion.md), with their aliases.
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 _COMPARISON_NAMES = {**{op: op for op in COMPARISONS}, "greater": "gt", "greater_equal": "ge",
@@ -123,6 +124,8 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             torch.full: ("full", None),
             torch.ones: ("ones", None),
             torch.zeros: ("zeros", None),
+            torch.arange: ("arange", None),
+            torch.eye: ("eye", None),
             torch.cat: ("cat", ("input", "dim")),
             torch.concat: ("cat", ("input", "dim")),
             torch.argmax: ("argmax", ("input", "dim", "keepdim")),

@@ -1096,6 +1096,51 @@ def made_in_forward(rows: int = 3, cols: int = 40) -> Case:
     return _captured_case("made_in_forward", problem, ("row_reduction", "pointwise"), nodes)
 
 
+POSITIONS_MODEL = '''class Model(nn.Module):
+    """Tensors made in the forward whose values are positions: a causal mask of two int64
+    aranges seen through views, a float ramp of frequencies, an arange converted to float, an
+    identity added and a non-square eye."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, y, z):
+        t = x.size(-1)
+        rows = torch.arange(t, device=x.device).view(t, 1)
+        cols = torch.arange(t, device=x.device).view(1, t)
+        causal = torch.softmax(x.masked_fill(cols > rows, float("-inf")), dim=-1)
+        freqs = torch.arange(0, {d}, 2, dtype=torch.float32, device=x.device) / {d}
+        ramp = torch.arange(3, 3 + {half}, device=x.device).float()
+        return (
+            causal,
+            torch.sin(y * freqs) + ramp,
+            z + torch.eye({n}, device=x.device) * 2.0,
+            z * torch.eye({n}, {n}, dtype=torch.bool, device=x.device),
+        )
+
+
+def get_inputs():
+    return [torch.randn(2, {t}, {t}), torch.randn(5, {half}), torch.randn({n}, {n})]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def positions(t: int = 9, d: int = 12, n: int = 6) -> Case:
+    """Each arange and eye, and what is computed from them alone (the frequencies, the ramp,
+    the causal mask), is computed where it is read: no kernel of its own, no buffer."""
+    problem = HEADER + POSITIONS_MODEL.format(t=t, d=d, half=d // 2, n=n)
+    kinds = ("row_reduction", "pointwise", "pointwise")
+    nodes = (
+        ("masked_fill", "softmax"),
+        ("mul", "sin", "add"),
+        ("eye", "mul_1", "add_1", "eye_1", "mul_2"),
+    )
+    return _captured_case("positions", problem, kinds, nodes)
+
+
 TRIANGLES_MODEL = '''class Model(nn.Module):
     """tril / triu: of a product (KernelBench 14, 15), of an input at other diagonals and on
     non-square matrices, and before a softmax (a row kernel's prologue)."""
@@ -1372,6 +1417,7 @@ COVERAGE = [
     permutes(),
     contractions(),
     made_in_forward(),
+    positions(),
     triangles(),
     scalar_input(),
     masks(),

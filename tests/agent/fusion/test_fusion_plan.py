@@ -395,6 +395,29 @@ def test_a_mask_kept_in_memory_is_refused_by_name(nodes, why):
     assert reason.startswith(why) and "returning it, or reading it in another kernel" in reason
 
 
+def test_an_int64_arange_returned_is_refused_and_a_float_one_is_written():
+    """Kernels compute an arange as a float: returning an int64 one would need an int64 write
+    (refused by name); a float32 one is written by a kernel like any value."""
+    ramp = {**node("r", "arange", [], [6], start=0.0, step=1.0), "dtype": "int64"}
+    (reason,) = compile_graph(graph([tensor("x", [6])], [], [ramp], ["r"]), "cpu").unsupported
+    assert reason.startswith("r (arange): an int64 arange or eye") and "returning it" in reason
+    # returned and read by another op: computed where read, and written by a kernel too (so is
+    # a fill's triangle: known-bad before, the output was in no kernel)
+    eye = node("e", "eye", [], [3, 4])
+    tri = node("t", "tril", [const(1.0)], [3, 4])
+    s = node("s", "sum", [inp("x")], [3, 1], dim=[1], keepdim=True)
+    y = node("y", "add", [nd("s"), nd("e")], [3, 4], alpha=1)
+    z = node("z", "mul", [nd("y"), nd("t")], [3, 4])
+    ir = graph([tensor("x", [3, 4])], [], [eye, tri, s, y, z], ["z", "e", "t"])
+    program = compile_graph(ir, "cpu")
+    assert [(k.kind, k.nodes) for k in program.kernels] == [
+        ("pointwise", ["e", "t"]),
+        ("row_reduction", ["s", "y", "z"]),
+    ]
+    kernel = next(text for path, text in program.files.items() if path.endswith(".cpp"))
+    assert "/ 4 == " in kernel and "% 4 ? 1.0f : 0.0f" in kernel
+
+
 def test_broadcast_terms():
     assert broadcast_terms((256,), (64, 256)) == (Term(1, 256, 1),)
     assert broadcast_terms((64, 256), (64, 256)) == (Term(1, 64 * 256, 1),)

@@ -494,6 +494,35 @@ def test_tensors_made_in_the_forward_with_one_value_are_constant_operands():
     assert reasons[3].startswith("zeros") and made in reasons[3]
 
 
+def test_aranges_and_eyes_are_nodes_of_their_positions():
+    class M(nn.Module):
+        def forward(self, x):
+            t = x.size(-1)
+            return (
+                x * torch.arange(t, device=x.device).float(),  # int64, then a float ramp
+                x + torch.arange(1.0, 2.0, 0.25, device=x.device),
+                x * torch.eye(4, t, device=x.device),
+                x * torch.arange(t, dtype=torch.float64, device=x.device),  # known-bad: float64
+                x + torch.arange(t, device=x.device) * 2,  # known-bad: int64 arithmetic
+                x * torch.arange(2**25, 2**25 + t, device=x.device),  # known-bad: past 2^24
+            )
+
+    ir = lower(M(), torch.randn(4, 4))
+    made = [(n["name"], n["op"], n["attrs"], n["dtype"], n["shape"]) for n in ir["nodes"]]
+    assert made[:3] == [
+        ("arange", "arange", {"start": 0.0, "step": 1.0}, "int64", [4]),
+        ("float_1", "to_float", {}, "float32", [4]),
+        ("mul", "mul", {}, "float32", [4, 4]),
+    ]
+    assert ("arange_1", "arange", {"start": 1.0, "step": 0.25}, "float32", [4]) in made
+    assert ("eye", "eye", {}, "float32", [4, 4]) in made
+    reasons = ir["unsupported"]
+    assert len(reasons) == 3, reasons
+    assert "a float64 torch.arange" in reasons[0]
+    assert reasons[1].startswith("mul (") and "produces int64" in reasons[1]
+    assert "past 2^24" in reasons[2]
+
+
 def test_scalars_keep_their_side_and_rsub_its_order():
     class M(nn.Module):
         def forward(self, x):
@@ -682,8 +711,8 @@ def test_float32_inputs_and_int64_or_bool_ones_are_passed_on():
     assert ir["unsupported"] == [
         "input y: float16 tensors are not supported by the fusion compiler (float32, and int64 "
         "or bool where they index or mask)",
-        "float (call_method float): converts float16 to float32; only float32 and bool are "
-        "supported",
+        "float (call_method float): converts float16 to float32; only float32 and bool (and "
+        "int64 to float32) are supported",
     ]
     nodes = {q["name"]: q for q in ir["nodes"]}
     assert nodes["mul_1"]["dtype"] == "float32" and nodes["view"]["dtype"] == "int64"
