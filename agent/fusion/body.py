@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from agent.fusion import expressions
 from agent.fusion.ir import Ref, Term, broadcast_terms, flat_index, numel, permuted_terms
-from agent.fusion.plan import INDEX_FILLS, Kernel, Plan, permutation, pick_geometry
+from agent.fusion.plan import POSITION_OPS, Kernel, Plan, permutation, pick_geometry
 from agent.fusion.program import Param
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's eps=None
@@ -82,8 +82,8 @@ class BNode:
 
     @property
     def indexed(self) -> bool:
-        """A load known only per element (a pick's position, a triangle's mask): it never
-        splits along rows."""
+        """A load known only per element (a pick's position, a triangle's mask, an arange's or
+        eye's value): it never splits along rows."""
         return self.pick is not None or self.triangle is not None or self.position is not None
 
 
@@ -363,7 +363,7 @@ class _Lowering:
             return body.value_of[root.name]
         if root.kind == "node" and root.name in self.plan.inline:  # a mask, computed here
             mask = self.graph.node_by_name[root.name]
-            if mask.op in INDEX_FILLS:  # read through the views between (they keep its order)
+            if mask.op in POSITION_OPS:  # read through the views between (they keep its order)
                 return self.position(mask, level, self.graph.shape_of(ref), consumer_shape)
             if mask.op in ("tril", "triu"):
                 return self.triangle(mask, level, consumer_shape)
@@ -399,7 +399,7 @@ class _Lowering:
             return self.permute(node, level)
         if node.op in ("tril", "triu"):
             return self.triangle(node, level)
-        if node.op in INDEX_FILLS:
+        if node.op in POSITION_OPS:
             return self.position(node, level, node.shape, node.shape)
         return self.lower_row_op(node)
 

@@ -63,7 +63,7 @@ PERMUTE = "permute"
 TRIANGLES = frozenset({"tril", "triu"})
 # ops whose value is each element's position (torch.arange, torch.eye): no operand, computed
 # inside every kernel that reads them, never read from memory
-INDEX_FILLS = frozenset({"arange", "eye"})
+POSITION_OPS = frozenset({"arange", "eye"})
 READ_IN_PLACE = frozenset({PICK, PERMUTE}) | TRIANGLES
 # The IR dtypes a kernel reads or writes besides float32: a pointwise op reads a bool as 0 or 1
 # (x * mask), pick reads an int64 index, argmax / argmin write int64, reshape passes any through.
@@ -382,7 +382,7 @@ def _output_dtype(graph: Graph, node: Node) -> str:
         return "bool"
     if node.op in LAYOUT and node.args and node.args[0].is_tensor:
         return graph.dtype_of(node.args[0])
-    if node.op in INDEX_FILLS:
+    if node.op in POSITION_OPS:
         return node.dtype  # as torch made it: an int64 arange, a bool eye
     return "float32"
 
@@ -414,12 +414,12 @@ def _of_positions(graph: Graph, ref: Ref) -> bool:
     """`ref` is an arange or eye, or a view of one (an int64 buffer of indices is not)."""
     while ref.kind == "node" and graph.node_by_name[ref.name].op in LAYOUT:
         ref = graph.node_by_name[ref.name].args[0]
-    return ref.kind == "node" and graph.node_by_name[ref.name].op in INDEX_FILLS
+    return ref.kind == "node" and graph.node_by_name[ref.name].op in POSITION_OPS
 
 
 def _check_node(graph: Graph, node: Node) -> None:
     known = POINTWISE_OPS | ROW_OPS | set(STANDALONE) | MATMULS | LAYOUT | READ_IN_PLACE
-    known |= INDEX_FILLS
+    known |= POSITION_OPS
     if node.op not in known:
         raise Unplaceable("no kernel template for this op")
     _check_dtypes(graph, node)
@@ -449,7 +449,7 @@ def _check_node(graph: Graph, node: Node) -> None:
         pick_geometry(graph, node)
     elif node.op == PERMUTE:
         permutation(graph, node)
-    elif node.op in INDEX_FILLS:
+    elif node.op in POSITION_OPS:
         if node.args or len(node.shape) != (1 if node.op == "arange" else 2):
             raise Unplaceable(
                 f"{node.op} takes no operand and is {'1' if node.op == 'arange' else '2'}-d"
@@ -600,7 +600,7 @@ class _Planner:
             inline = root.kind == "node" and root.name in self.inline
             # an arange or eye is read through its views where it is computed (they keep its
             # order); a mask's is not supported yet
-            if inline and self.graph.node_by_name[root.name].op not in INDEX_FILLS:
+            if inline and self.graph.node_by_name[root.name].op not in POSITION_OPS:
                 raise Unplaceable(f"a reshape of the mask {root.name} is not supported yet")
             self.alias_of[node.name] = node.args[0]
             if root.kind == "node" and not inline:
@@ -738,7 +738,7 @@ def _positional(planner: _Planner, name: str) -> bool:
     """An arange or eye, or a pointwise op of such nodes and numbers alone (a ramp of
     frequencies): computed from the element's position, reading no memory."""
     node = planner.graph.node_by_name[name]
-    if node.op in INDEX_FILLS:
+    if node.op in POSITION_OPS:
         return True
     if node.op not in POINTWISE_OPS or not node.tensor_args():
         return False

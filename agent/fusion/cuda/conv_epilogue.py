@@ -42,6 +42,7 @@ FUSED = """struct Tail {{
 }};
 
 {epilogue}
+// A pointwise kernel's default launch: a convolution's launch parameters are not tuned.
 const char* finish_nchw(const float* y, const Tail& tail, cudaStream_t stream) {{
   return epilogue::launch({nchw_args}, 512, 16, stream);
 }}
