@@ -106,7 +106,7 @@ def convolution_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool
     kernel's alone. The direct kernel computes the epilogue in registers."""
     node = plan.graph.node_by_name[kernel.nodes[0]]
     conv = conv_geometry(plan.graph, node)
-    x, w, b, _ = conv_operands(plan, kernel, names)
+    x, w, b, y = conv_operands(plan, kernel, names)
     ns, what = kernel.name, describe_conv(conv) + described_epilogue(kernel)
     cudnn = not depthwise(conv)
     # cuDNN's NCHW result goes to a work buffer the epilogue kernel reads, where there is one
@@ -135,7 +135,7 @@ def convolution_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool
     code = _per_output(direct, kernel, direct_params, conv.outputs, lines, store)
     code += "\n" + cudnn_code(ns, conv, what, tail_code(epilogue if work else None, kernel.numel))
     if work is None:
-        params, target, tail = direct_params, direct_params[-1].buffer, ""
+        params, target, tail = direct_params, y, ""
     else:
         tail_fields = tail_params(epilogue)
         reads = [p for p in tail_fields if p.role != "out"]
