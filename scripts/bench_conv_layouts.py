@@ -8,9 +8,9 @@ the call and what follows it. Writes its section of docs/benchmarks.md.
 Each problem's first convolution module (nn.Conv1d-3d, nn.ConvTranspose1d-3d; KernelBench's
 level 2 problems begin with it) becomes a problem of its own: the same module and input shape,
 nothing after it. The fusion compiler's candidate for it is judged through the harness (verify,
-then profile against its own eager and torch.compile baselines) once with each cuDNN layout
-forced (`layout` 1 NCHW, 2 NHWC: agent/fusion/cuda/cudnn_conv.py). Run on a GPU; the table
-names it.
+then profile against its own eager and torch.compile baselines) once with each way forced
+(`layout` 1 NCHW, 2 NHWC, 3 the tiled direct kernel where the reduction is short:
+agent/fusion/cuda/cudnn_conv.py, conv_tiled.py). Run on a GPU; the table names it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from benchmark_doc import markers, write_section  # noqa: E402 (scripts/ is on sys.path)
 
 SECTION = "conv-layouts"
-LAYOUTS = ("nchw", "nhwc")
+LAYOUTS = ("nchw", "nhwc", "tiled")
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,8 @@ def measure(conv: ConvAlone, root: Path) -> dict:
     if program.unsupported:
         return {"error": "; ".join(program.unsupported)}
     row: dict = {}
-    for layout in LAYOUTS:
+    tiled = any("tiled" in k.description for k in program.kernels)
+    for layout in LAYOUTS if tiled else LAYOUTS[:2]:
         forced = {
             name: {"layout": LAYOUT_VALUES[layout]}
             for name, values in program.launch.items()
@@ -128,7 +129,9 @@ def measure(conv: ConvAlone, root: Path) -> dict:
 
 
 def _timed(row: dict, layout: str) -> str:
-    ms = row.get(layout)
+    if layout not in row:
+        return "-"  # not a way this convolution has
+    ms = row[layout]
     if ms is None:
         return "failed"
     return f"{ms:.3f} ({ms / row['compile_ms']:.2f}x)"
@@ -138,23 +141,25 @@ def table(rows: list[tuple[ConvAlone, dict]], gpu: str, torch_version: str, comm
     begin, end = markers(SECTION)
     lines = [
         begin,
-        "## Level 2's convolutions alone: the cuDNN call in each layout (fusion v7)",
+        "## Level 2's convolutions alone: cuDNN in each layout, and the tiled kernel (fusion v8)",
         "",
         f"Command: `{command}` on {gpu} (torch {torch_version}), {date.today().isoformat()}. "
         "Each problem's first convolution as a problem of its own, judged through the harness; "
         "ms, and the candidate's time over torch.compile's in brackets.",
         "",
-        "| problem | convolution | input | eager | torch.compile | NCHW | NHWC | speed of light |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| problem | convolution | input | eager | torch.compile | NCHW | NHWC | tiled "
+        "| speed of light |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for conv, row in rows:
         if "error" in row:
-            lines.append(f"| {conv.problem} | `{conv.module}` | | {row['error']} | | | | |")
+            lines.append(f"| {conv.problem} | `{conv.module}` | | {row['error']} | | | | | |")
             continue
         shape = "x".join(map(str, conv.input_shape))
         lines.append(
             f"| {conv.problem} | `{conv.module}` | {shape} | {row.get('eager_ms', 0):.3f} | "
             f"{row.get('compile_ms', 0):.3f} | {_timed(row, 'nchw')} | {_timed(row, 'nhwc')} | "
+            f"{_timed(row, 'tiled')} | "
             f"{row.get('sol_ms', 0):.3f} |"
         )
     lines.append(end)

@@ -107,13 +107,15 @@ def test_convolutions_run_through_cudnn_under_the_strict_protocol(tmp_path):
 
 
 @pytest.mark.parametrize("case", [convolutions(), conv_epilogues()], ids=lambda c: c.name)
-@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc", "tiled"])
 def test_convolutions_verify_in_each_cudnn_layout(case, layout, tmp_path):
-    """Each of the two layouts the first call times against the other (cudnn_conv.py), forced
-    through the `layout` launch parameter, verifies every convolution of the cases: NHWC's
-    transposes (x, w, then y back with the bias, through the epilogue where there is one) as
-    much as NCHW's plain call and its epilogue kernel. The extension is the prebuilt one: only
-    model_new.py's LAUNCH differs."""
+    """Each of the ways the first call times against the others (cudnn_conv.py), forced through
+    the `layout` launch parameter, verifies every convolution of the cases: NHWC's transposes
+    (x, w, then y back with the bias, through the epilogue where there is one) as much as NCHW's
+    plain call and its epilogue kernel, and the tiled direct kernel (conv_tiled.py: every one
+    of these has a short reduction; padding, strides, dilation, groups, transposed gathers,
+    channels past one tile). The extension is the prebuilt one: only model_new.py's LAUNCH
+    differs."""
     from agent.fusion.cuda.cudnn_conv import LAYOUTS
 
     program = compile_graph(case.ir, "cuda")

@@ -59,3 +59,23 @@ def test_the_first_convolution_becomes_a_problem_of_its_own(tmp_path):
     # known-bad: a problem without a convolution gives none
     path.write_text(NO_CONVOLUTION)
     assert first_convolution(path) is None
+
+
+def test_the_table_marks_a_way_a_convolution_does_not_have_apart_from_a_failure():
+    from bench_conv_layouts import ConvAlone, table
+
+    short = ConvAlone(
+        "87_Conv2d_Subtract_Subtract_Mish", "nn.Conv2d(8, 64, (3, 3))", (128, 8, 256, 256)
+    )
+    long = ConvAlone("1_Conv2D_ReLU_BiasAdd", "nn.Conv2d(64, 128, (3, 3))", (128, 64, 128, 128))
+    times = {"eager_ms": 4.0, "compile_ms": 2.0, "sol_ms": 0.5}
+    rows = [
+        (short, {**times, "nchw": 4.0, "nhwc": 3.0, "tiled": 1.0}),
+        (long, {**times, "nchw": None, "nhwc": 2.5}),  # NCHW failed; no tiled kernel
+    ]
+    text = table(rows, "NVIDIA H100 80GB HBM3", "2.11.0", "cmd")
+    first, second = (
+        line for line in text.splitlines() if line.startswith("| 87") or line.startswith("| 1_")
+    )
+    assert first.endswith("| 4.000 (2.00x) | 3.000 (1.50x) | 1.000 (0.50x) | 0.500 |")
+    assert second.endswith("| failed | 2.500 (1.25x) | - | 0.500 |")

@@ -11,17 +11,27 @@ call writes the output itself and the NHWC transpose writes it plainly.
 
 Both ways are `finish_nchw(y, tail, stream)` and `finish_nhwc(y_t, b, y, tail, stream)` in the
 kernel's namespace; `Tail` holds what the epilogue reads and writes besides the convolution's
-result, as the launcher received them.
+result, as the launcher received them. A kernel that has the convolution's value of one element
+in a register (the NHWC transpose back, the tiled direct kernel: conv_tiled.py) hands it to
+`emit(tail, y, at, value)`, which stores it at NCHW position `at`, through the epilogue where
+there is one.
 """
 
 from __future__ import annotations
 
 from agent.fusion.body import Body, epilogue_lines
 from agent.fusion.cuda.pointwise import pointwise_namespace
-from agent.fusion.cuda.prelude import DIALECT, idx_type, pointer_params
+from agent.fusion.cuda.prelude import DIALECT, idx_type
 from agent.fusion.program import Param
 
 PLAIN = """struct Tail {{}};
+
+using idx_t = {idx_t};
+
+__device__ __forceinline__ void emit(const Tail& tail, float* y, idx_t at, float value) {{
+  (void)tail;
+  y[at] = value;
+}}
 
 const char* finish_nchw(const float* y, const Tail& tail, cudaStream_t stream) {{
   (void)y;
@@ -49,11 +59,19 @@ const char* finish_nchw(const float* y, const Tail& tail, cudaStream_t stream) {
 
 using idx_t = {idx_t};
 
+// The convolution's value at NCHW position `at` through the epilogue into the outputs (y, the
+// work buffer, is not written: the value comes here instead).
+__device__ __forceinline__ void emit(const Tail& tail, float* y, idx_t at, float value) {{
+  (void)y;
+{aliases}
+{store}
+}}
+
 // y_t as [batch][spatial][channels] through 32 x 33 tiles of shared memory (ka_transpose's
 // walk), each element stored at its NCHW position `at` through the epilogue.
 __global__ void __launch_bounds__(kTile * kTileRows)
     back_through_epilogue(const float* __restrict__ y_t, const float* __restrict__ b,
-                          {pointers}) {{
+                          const Tail tail) {{
   __shared__ float tile[kTile][kTile + 1];
   constexpr long long rows = kYSpatial, cols = kYChannels;
   constexpr long long tiles_c = (cols + kTile - 1) / kTile;
@@ -71,9 +89,7 @@ __global__ void __launch_bounds__(kTile * kTileRows)
     for (int k = threadIdx.y; k < kTile; k += kTileRows) {{
       const long long c = c0 + k, r = r0 + threadIdx.x;
       if (r < rows && c < cols) {{
-        const idx_t at = (idx_t)(o * rows * cols + c * rows + r);
-        const float value = tile[threadIdx.x][k];
-{store}
+        emit(tail, nullptr, (idx_t)(o * rows * cols + c * rows + r), tile[threadIdx.x][k]);
       }}
     }}
     __syncthreads();
@@ -87,7 +103,7 @@ const char* finish_nhwc(const float* y_t, const float* b, float* y, const Tail& 
       kBatch * ((kYSpatial + kTile - 1) / kTile) * ((kYChannels + kTile - 1) / kTile);
   const long long cap = (long long)ka_sm_count() * 8;
   const unsigned blocks = (unsigned)(tiles < cap ? tiles : cap);
-  back_through_epilogue<<<blocks, dim3(kTile, kTileRows), 0, stream>>>(y_t, b, {tail_args});
+  back_through_epilogue<<<blocks, dim3(kTile, kTileRows), 0, stream>>>(y_t, b, tail);
   return ka_error(cudaGetLastError());
 }}
 """
@@ -103,7 +119,7 @@ def tail_code(epilogue: Body | None, total: int) -> str:
     epilogue body (lowered with the work buffer as its accumulator) is `epilogue`, or None for
     one without."""
     if epilogue is None:
-        return PLAIN.format()
+        return PLAIN.format(idx_t=idx_type(total))
     fields = tail_params(epilogue)
     code, params = pointwise_namespace("epilogue", epilogue, total)
     work = epilogue.accumulator
@@ -112,7 +128,6 @@ def tail_code(epilogue: Body | None, total: int) -> str:
         epilogue=code,
         nchw_args=", ".join("y" if p.buffer == work else f"tail.{p.buffer}" for p in params),
         idx_t=idx_type(total),
-        pointers=pointer_params(fields),
-        store="\n".join(epilogue_lines(epilogue, "value", "at", DIALECT, " " * 8)),
-        tail_args=", ".join(f"tail.{p.buffer}" for p in fields),
+        aliases="\n".join(f"  {p.declaration(restrict=False)} = tail.{p.buffer};" for p in fields),
+        store="\n".join(epilogue_lines(epilogue, "value", "at", DIALECT, " " * 2)),
     )

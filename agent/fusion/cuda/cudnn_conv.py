@@ -6,30 +6,36 @@ Two layouts: NCHW, the tensors as they are (the bias by cudnnAddTensor), and NHW
 tensor cores want (Inductor runs ungrouped convolutions channels-last for that reason): x and w
 are transposed into channels-last scratch, cuDNN writes y there, and one more transpose writes it
 back as NCHW with the bias added on the way, through the pointwise epilogue that follows the
-convolution where there is one (conv_epilogue.py). The launch parameter `layout` picks one (1
-NCHW, 2 NHWC); 0, the default, times both on the first call (each whole: transposes,
-convolution, bias, epilogue; twice each, interleaved) and keeps the faster, so a shape where the
-transposes cost more than they buy stays NCHW.
+convolution where there is one (conv_epilogue.py). A third way, for a convolution whose reduction
+is short, is no cuDNN at all: conv_tiled.py's register-tiled direct kernel. The launch parameter
+`layout` picks one (1 NCHW, 2 NHWC, 3 tiled); 0, the default, times every way that takes the
+shape on the first call (each whole: transposes, convolution, bias, epilogue; twice each,
+interleaved) and keeps the fastest, so a shape where the transposes cost more than they buy
+stays NCHW, and one where cuDNN's tensor cores have little to do runs the tiled kernel.
 
 A kernel's shapes are compile-time constants, so a layout's descriptors, the algorithm cuDNN's
 Find measured fastest (its workspace within MAX_WORKSPACE), that workspace and the scratch are
-made on the first call and kept, per device, TF32 setting and layout. TF32 is the same runtime
-knob as the GEMM's: cuDNN's default math under the loose protocol, FMA only under the strict one.
-The code is compiled only where the build defines KA_HAVE_CUDNN
+made on the first call and kept, per device, TF32 setting and `layout` value. TF32 is the same
+runtime knob as the GEMM's: cuDNN's default math under the loose protocol, FMA only under the
+strict one (the tiled kernel is fp32 multiply-adds either way). The code is compiled only where
+the build defines KA_HAVE_CUDNN
 (gpu_workers/harness/build/compile.py finds the cuDNN that torch's wheels bring); where it is
-missing, the launcher runs the direct kernel instead. Where it is there, a shape cuDNN cannot run
-in either layout is the launcher's error, never a silent switch to the direct kernel: the kernel
-is described as cuDNN's, and its time must be.
+missing, the launcher runs the per-output direct kernel instead. Where it is there, a shape none
+of the ways above can run is the launcher's error, never a silent switch to that kernel: the
+kernel is described by its ways, and its time must be one of theirs.
 """
 
 from __future__ import annotations
 
 from math import prod
 
+from agent.fusion.cuda.conv_tiled import tiled_code
 from agent.fusion.plan import ConvShape
 
 MAX_WORKSPACE = 1 << 30
-LAYOUTS = {"measured": 0, "nchw": 1, "nhwc": 2}  # the `layout` launch parameter's values
+# the `layout` launch parameter's values: 0 times every way that takes the shape, the others
+# force one (tiled: conv_tiled.py's direct kernel)
+LAYOUTS = {"measured": 0, "nchw": 1, "nhwc": 2, "tiled": 3}
 
 HELPERS = r"""
 #if defined(KA_HAVE_CUDNN)
@@ -118,10 +124,14 @@ constexpr long long kWOuter = {w_outer}, kWChannels = {w_channels}, kWWindow = {
 
 {tail}
 
-// One layout's descriptors, algorithm and buffers (the bias's descriptor: NCHW only; the
-// scratch: NHWC only).
+{tiled}
+
+constexpr int kNchw = 1, kNhwc = 2, kTiled = 3;
+
+// One way's descriptors, algorithm and buffers (the bias's descriptor: NCHW only; the scratch:
+// NHWC only; the tiled kernel needs none of them).
 struct Layout {{
-  bool channels_last = false;
+  int kind = 0;
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
@@ -147,9 +157,12 @@ void release(Layout& l) {{
 }}
 
 // The descriptors in the layout's format, then the fastest algorithm Find measures whose
-// workspace fits kMaxWorkspace, its workspace and (NHWC) the scratch.
-const char* prepare(cudnnHandle_t handle, Layout& l, bool channels_last, int tf32) {{
-  l.channels_last = channels_last;
+// workspace fits kMaxWorkspace, its workspace and (NHWC) the scratch; the tiled kernel has
+// nothing to prepare.
+const char* prepare(cudnnHandle_t handle, Layout& l, int kind, int tf32) {{
+  l.kind = kind;
+  if (kind == kTiled) return tiled::available();
+  const bool channels_last = kind == kNhwc;
   KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&l.x));
   KA_CUDNN_TRY(cudnnCreateTensorDescriptor(&l.y));
   KA_CUDNN_TRY(cudnnCreateFilterDescriptor(&l.w));
@@ -195,10 +208,12 @@ const char* convolve_in(cudnnHandle_t handle, const Layout& l, const float* x, c
 
 // One whole call in the layout: NCHW, the convolution into y, cudnnAddTensor's bias, then the
 // epilogue (if any) from y; NHWC, x and w to channels-last, the convolution, and the result back
-// to NCHW with the bias added, through the epilogue (conv_epilogue.py).
+// to NCHW with the bias added, through the epilogue (conv_epilogue.py); tiled, the direct kernel
+// through the epilogue.
 const char* run(cudnnHandle_t handle, const Layout& l, const float* x, const float* w,
                 const float* b, float* y, const Tail& tail, cudaStream_t stream) {{
-  if (!l.channels_last) {{
+  if (l.kind == kTiled) return tiled::launch(x, w, b, y, tail, stream);
+  if (l.kind == kNchw) {{
     const char* failure = convolve_in(handle, l, x, w, y);
     if (failure != nullptr) return failure;
     const float one = 1.0f;
@@ -234,35 +249,35 @@ float timed(cudnnHandle_t handle, const Layout& l, const float* x, const float* 
   return ok ? ms : -1.0f;
 }}
 
-// The layout asked for (1 NCHW, 2 NHWC), or for 0 the faster of the two that cuDNN can run.
+// The way asked for (1 NCHW, 2 NHWC, 3 tiled), or for 0 the fastest of those that take the shape:
+// each whole call timed twice, interleaved.
 const char* setup(cudnnHandle_t handle, Layout& chosen, int layout, int tf32, const float* x,
                   const float* w, const float* b, float* y, const Tail& tail,
                   cudaStream_t stream) {{
-  Layout plain, last;
-  const char* plain_failure = layout == 2 ? "not asked for" : prepare(handle, plain, false, tf32);
-  const char* last_failure = layout == 1 ? "not asked for" : prepare(handle, last, true, tf32);
-  if (plain_failure != nullptr) release(plain);
-  if (last_failure != nullptr) release(last);
-  if (plain_failure != nullptr && last_failure != nullptr)
-    return layout == 2 ? last_failure : plain_failure;
-  bool use_last = plain_failure != nullptr;
-  if (plain_failure == nullptr && last_failure == nullptr) {{
-    float best_plain = -1.0f, best_last = -1.0f;
-    for (int round = 0; round < 2; ++round) {{
-      const float p = timed(handle, plain, x, w, b, y, tail, stream);
-      const float q = timed(handle, last, x, w, b, y, tail, stream);
-      if (p >= 0.0f && (best_plain < 0.0f || p < best_plain)) best_plain = p;
-      if (q >= 0.0f && (best_last < 0.0f || q < best_last)) best_last = q;
-    }}
-    use_last = best_last >= 0.0f && (best_plain < 0.0f || best_last < best_plain);
+  Layout ways[3];
+  const char* failures[3];
+  int ready = 0, best = -1;
+  for (int k = 0; k < 3; ++k) {{
+    failures[k] = layout == 0 || layout == k + 1 ? prepare(handle, ways[k], k + 1, tf32)
+                                                 : "not asked for";
+    if (failures[k] != nullptr) release(ways[k]);
+    else if (++ready == 1) best = k;
   }}
-  if (use_last) {{
-    release(plain);
-    chosen = last;
-  }} else {{
-    release(last);
-    chosen = plain;
+  if (ready == 0) return failures[layout == 0 ? 0 : layout - 1];
+  if (ready > 1) {{
+    float fastest[3] = {{-1.0f, -1.0f, -1.0f}};
+    for (int round = 0; round < 2; ++round)
+      for (int k = 0; k < 3; ++k) {{
+        if (failures[k] != nullptr) continue;
+        const float ms = timed(handle, ways[k], x, w, b, y, tail, stream);
+        if (ms >= 0.0f && (fastest[k] < 0.0f || ms < fastest[k])) fastest[k] = ms;
+      }}
+    for (int k = 0; k < 3; ++k)
+      if (fastest[k] >= 0.0f && (fastest[best] < 0.0f || fastest[k] < fastest[best])) best = k;
   }}
+  for (int k = 0; k < 3; ++k)
+    if (k != best) release(ways[k]);
+  chosen = ways[best];
   return nullptr;
 }}
 
@@ -276,8 +291,9 @@ const char* convolve(const float* x, const float* w, const float* b, float* y, c
     const char* failure = nullptr;  // why cuDNN cannot run it
     Layout layout;
   }};
-  static State states[kMaxDevices][2][3];
-  if (layout < 0 || layout > 2) return "layout must be 0 (measured), 1 (NCHW) or 2 (NHWC)";
+  static State states[kMaxDevices][2][4];
+  if (layout < 0 || layout > 3)
+    return "layout must be 0 (measured), 1 (NCHW), 2 (NHWC) or 3 (tiled)";
   State& s = states[ka_device()][tf32 ? 1 : 0][layout];
   cudnnHandle_t handle = ka_cudnn_handle();
   if (handle == nullptr) return "cudnnCreate failed";
@@ -339,6 +355,7 @@ def cudnn_code(ns: str, conv: ConvShape, what: str, tail: str) -> str:
         ns=ns,
         what=what,
         tail=tail,
+        tiled=tiled_code(conv),
         dims=spatial + 2,
         x_dims=joined((conv.batch, conv.in_channels, *inputs)),
         y_dims=joined((conv.batch, conv.out_channels, *outputs)),

@@ -2,9 +2,10 @@
 forward or transposed, grouped). A thread an output, grid-stride, neighbouring threads on
 neighbouring outputs of the last spatial dim (so their loads coalesce; a convolution's weight
 loads are one broadcast), each window summed or maxed in registers from compile-time sizes
-(windows.py). A convolution runs through cuDNN (cudnn_conv.py), but for a depthwise one: the
-direct kernel, correct for every shape the planner admits, beats cuDNN there and is far from it
-elsewhere, where it runs only in a build without cuDNN.
+(windows.py). A convolution runs through cuDNN (cudnn_conv.py) or, where its reduction is short,
+a register-tiled direct kernel (conv_tiled.py), whichever its first call times faster, but for
+a depthwise one: the per-output direct kernel, correct for every shape the planner admits,
+beats cuDNN there and is far from it elsewhere, where it runs only in a build without cuDNN.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from agent.fusion.body import (
     standalone_operands,
 )
 from agent.fusion.cuda.conv_epilogue import tail_code, tail_params
+from agent.fusion.cuda.conv_tiled import tiling
 from agent.fusion.cuda.cudnn_conv import LAYOUTS, cudnn_code
 from agent.fusion.cuda.prelude import DIALECT, idx_type, launch_params, pointer_params
 from agent.fusion.ir import numel
@@ -166,16 +168,25 @@ extern "C" const char* {ns}_launch({host}, int threads, int blocks_per_sm, int t
         code=code,
         launcher=f"{ns}_launch",
         params=params,
-        # layout: 0 times cuDNN's NCHW and NHWC on the first call and keeps the faster (1 NCHW,
-        # 2 NHWC force one: cudnn_conv.py)
+        # layout: 0 times cuDNN's NCHW and NHWC and, for a short reduction, the tiled direct
+        # kernel on the first call and keeps the fastest (1 NCHW, 2 NHWC, 3 tiled force one:
+        # cudnn_conv.py)
         launch={**LAUNCH, "tf32": int(allow_tf32), "layout": LAYOUTS["measured"]},
         # threads and blocks_per_sm launch only the direct kernel, which runs where the build has
         # no cuDNN and is no contest where it has (31 ms against cuDNN's 1.8 ms on the H200)
         tunables={},
-        description=f"{what}: cuDNN, NCHW or NHWC as its first call measures faster, the "
-        "fastest algorithm its Find measures (a direct kernel where the build has no cuDNN)",
+        description=f"{what}: {_ways(conv)} as its first call measures fastest, cuDNN's "
+        "algorithm the fastest its Find measures (a direct kernel where the build has no cuDNN)",
         work={work: kernel.numel} if work else {},
     )
+
+
+def _ways(conv: ConvShape) -> str:
+    tiles = tiling(conv)
+    if tiles is None:
+        return "cuDNN in NCHW or NHWC"
+    return (f"cuDNN in NCHW or NHWC, or a register-tiled direct kernel ({tiles.channels} "
+            f"channels x {tiles.positions} positions a thread)")  # fmt: skip
 
 
 def depthwise(conv: ConvShape) -> bool:

@@ -244,6 +244,51 @@ def test_convolutions_through_cudnn_compile(tmp_path, cudnn_flags):
     assert len(cudnn_kernels) == 6
     assert {program.launch[name]["layout"] for name in cudnn_kernels} == {0}
     assert "cudnnConvolutionBackwardData(" in source and "cudnnConvolutionForward(" in source
+    # each has a short reduction: the tiled direct kernel is the third way its first call times
+    assert source.count("tiled::launch(x, w, b, y, tail, stream)") == 6
+    assert source.count("__launch_bounds__(kThreads, 2)") == 6
+    _nvcc(source, tmp_path, cudnn_flags)
+
+
+LONG_REDUCTION = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.short = nn.Conv3d(8, 16, 3)
+        self.long = nn.Conv2d(64, 16, 3)
+
+    def forward(self, x, y):
+        return torch.relu(self.short(x)), self.long(y)
+
+
+def get_inputs():
+    return [torch.rand(2, 8, 5, 6, 7), torch.rand(2, 64, 6, 6)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_only_a_short_reduction_has_a_tiled_kernel(tmp_path, cudnn_flags):
+    """8 channels x 27 taps (216 products an output) is tiled; 64 x 9 (576) is past
+    MAX_REDUCTION: its tiled launch is an error that says why, never a kernel, and its
+    description names cuDNN alone."""
+    from gpu_workers.harness.capture import graph as capture
+    from gpu_workers.harness.judge.protocol import LOOSE
+
+    ir = capture.capture(LONG_REDUCTION, "cpu", LOOSE)
+    ir["device"] = "cuda"
+    program = compile_graph(ir, "cuda")
+    short, long = program.kernels
+    assert "register-tiled direct kernel (16 channels" in short.description
+    assert "tiled" not in long.description
+    source = program.files["kernels/fused.cu"]
+    assert source.count("__launch_bounds__(kThreads, 2)") == 1
+    assert "a reduction of 576 products (past 256)" in source
     _nvcc(source, tmp_path, cudnn_flags)
 
 
