@@ -77,8 +77,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
            float* __restrict__ y, const Tail tail) {{
   __shared__ __align__(16) float ws[kReduction * kQ];
-  const int group = blockIdx.y / kTilesPerGroup;
-  const int first_channel = blockIdx.y % kTilesPerGroup * kQ;  // within the group
+  // blockIdx.x is the channel tile, so the blocks of one chunk's tiles run side by side and
+  // read its input from L2 once, not once a tile from memory
+  const int group = blockIdx.x / kTilesPerGroup;
+  const int first_channel = blockIdx.x % kTilesPerGroup * kQ;  // within the group
   for (int j = threadIdx.x; j < kReduction * kQ; j += kThreads) {{
     const int q = j % kQ, r = j / kQ, cg = r / kTaps, tap = r % kTaps;
     const int co = first_channel + q;  // within the group
@@ -86,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   }}
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (long long chunk = blockIdx.x; chunk < kChunks; chunk += gridDim.x) {{
+  for (long long chunk = blockIdx.y; chunk < kChunks; chunk += gridDim.y) {{
     long long m[kP];
     const float* xp[kP];
     int o0[kP], o1[kP], o2[kP];
@@ -166,7 +168,7 @@ const char* launch(const float* x, const float* w, const float* b, float* y, con
   long long across = (long long)ka_sm_count() * 4 / tiles;
   if (across < 1) across = 1;
   if (across > kChunks) across = kChunks;
-  kernel<<<dim3((unsigned)across, (unsigned)tiles), kThreads, 0, stream>>>(x, w, b, y, tail);
+  kernel<<<dim3((unsigned)tiles, (unsigned)across), kThreads, 0, stream>>>(x, w, b, y, tail);
   return ka_error(cudaGetLastError());
 }}
 }}  // namespace tiled
