@@ -27,6 +27,8 @@ from agent.fusion.windows import padded
 
 MAX_REDUCTION = 256  # longer reductions are the tensor cores' (cuDNN's)
 THREADS = 256
+# Whether `layout` 0's first-call timing includes the tiled kernel (3 forces it either way).
+MEASURED = True
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ def tiling(conv: ConvShape) -> Tiling | None:
 
 CODE = """namespace tiled {{
 // {tiles}
+constexpr bool kMeasured = {measured};
 const char* available() {{ return nullptr; }}
 
 constexpr int kQ = {channels}, kP = {positions}, kThreads = {threads};
@@ -175,6 +178,7 @@ const char* launch(const float* x, const float* w, const float* b, float* y, con
 """
 
 REFUSED = """namespace tiled {{
+constexpr bool kMeasured = false;
 const char* available() {{ return "{why}"; }}
 
 const char* launch(const float*, const float*, const float*, float*, const Tail&, cudaStream_t) {{
@@ -221,6 +225,7 @@ def tiled_code(conv: ConvShape) -> str:
         k1=window[1],
         k2=window[2],
         weight_at=weight_at,
+        measured=str(MEASURED).lower(),
         in_channels=conv.in_channels,
         gather="\n".join(" " * 12 + line for line in _gather(conv)),
         groups=conv.groups,

@@ -258,8 +258,10 @@ const char* setup(cudnnHandle_t handle, Layout& chosen, int layout, int tf32, co
   const char* failures[3];
   int ready = 0, best = -1;
   for (int k = 0; k < 3; ++k) {{
-    failures[k] = layout == 0 || layout == k + 1 ? prepare(handle, ways[k], k + 1, tf32)
-                                                 : "not asked for";
+    const bool measured = k + 1 != kTiled || tiled::kMeasured;
+    failures[k] = (layout == 0 && measured) || layout == k + 1
+                      ? prepare(handle, ways[k], k + 1, tf32)
+                      : "not asked for";
     if (failures[k] != nullptr) release(ways[k]);
     else if (++ready == 1) best = k;
   }}
