@@ -1,6 +1,7 @@
-"""Level 2's convolutions alone: the fusion agent's cuDNN call in each layout against eager
-PyTorch and torch.compile on the same convolution, so a convolution problem's loss splits into
-the call and what follows it. Writes its section of docs/benchmarks.md.
+"""Level 2's convolutions alone: the fusion agent's ways of running one (cuDNN in each layout,
+the tiled direct kernel) against eager PyTorch and torch.compile on the same convolution, so a
+convolution problem's loss splits into the call and what follows it. Writes its section of
+docs/benchmarks.md.
 
     PYTHONPATH=. python3 scripts/bench_conv_layouts.py --kernelbench .kb/KernelBench/level2 \\
         [--problems 87_Conv2d_Subtract_Subtract_Mish ...] [--limit N]
@@ -11,6 +12,11 @@ nothing after it. The fusion compiler's candidate for it is judged through the h
 then profile against its own eager and torch.compile baselines) once with each way forced
 (`layout` 1 NCHW, 2 NHWC, 3 the tiled direct kernel where the reduction is short:
 agent/fusion/cuda/cudnn_conv.py, conv_tiled.py). Run on a GPU; the table names it.
+
+The section is written again after each problem: on a lent machine give `--out
+$OUT/benchmarks.md` (a copy of docs/benchmarks.md, or none), so a call cut at its time limit
+still brings back the problems that finished (session 54's was cut after two of five, and the
+copy it made at the end never ran).
 """
 
 from __future__ import annotations
