@@ -18,9 +18,9 @@ Find measured fastest (its workspace within MAX_WORKSPACE), that workspace and t
 made on the first call and kept, per device, TF32 setting and `layout` value. TF32 is the same
 runtime knob as the GEMM's: cuDNN's default math under the loose protocol, FMA only under the
 strict one (the tiled kernel is fp32 multiply-adds either way). The code is compiled only where
-the build defines KA_HAVE_CUDNN
-(gpu_workers/harness/build/compile.py finds the cuDNN that torch's wheels bring); where it is
-missing, the launcher runs the per-output direct kernel instead. Where it is there, a shape none
+the build defines KA_HAVE_CUDNN (gpu_workers/harness/build/compile.py finds the cuDNN that
+torch's wheels bring); where it is missing, the launcher runs the per-output direct kernel
+instead. Where it is there, a shape none
 of the ways above can run is the launcher's error, never a silent switch to that kernel: the
 kernel is described by its ways, and its time must be one of theirs.
 """
