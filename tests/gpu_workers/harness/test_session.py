@@ -84,13 +84,15 @@ def test_a_gpu_hosts_pool_keeps_processes_starting_while_steps_are_judged(monkey
         verdict = session.verify()
         assert verdict["ok"], verdict
         assert _stopped(oldest), "the oldest prepared process was not the one taken"
-        # topped up while the step was judged (a measurement a busy host disturbed is taken
-        # again in the next process, so which ones remain depends on the host)
+        # topped up while the step was judged; a measurement a busy host disturbed is taken
+        # again in the next prepared process, which each retry takes without a top-up
+        retries = verdict["measurement_attempts"] - 1
         pool = list(session._prepared)
-        assert len(pool) == 2 and oldest not in pool
+        assert len(pool) == max(0, 2 - retries) and oldest not in pool, verdict
         assert not any(map(_stopped, pool)), [p.output_tail() for p in pool]
         _edit(session, "second candidate")
-        assert session.verify()["ok"] and _stopped(pool[0])
+        assert session.verify()["ok"]
+        assert not pool or _stopped(pool[0]), "the oldest prepared process was not the one taken"
     with _session(candidates=1) as session:  # a submission, a re-grade
         _compiled(session)
         assert len(session._prepared) == 1
