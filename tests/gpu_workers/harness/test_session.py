@@ -258,4 +258,6 @@ def test_a_screened_verdict_stands_only_while_screening(monkeypatch):
         full = session.verify()
         assert screened["ok"] and screened["screened"], screened
         assert full["ok"] and "screened" not in full and not session.profile().get("screened")
-        assert budgets == [session_mod.SCREENING_BUDGET_S, None]
+        # one budget a timing attempt: a measurement a busy host disturbed is taken again
+        screening = [session_mod.SCREENING_BUDGET_S] * screened["measurement_attempts"]
+        assert budgets == screening + [None] * full["measurement_attempts"], (screened, full)
