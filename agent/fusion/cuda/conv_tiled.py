@@ -41,10 +41,6 @@ class Tiling:
     positions: int
     reduction: int  # the group's input channels x the window's taps
 
-    @property
-    def shared_bytes(self) -> int:
-        return 4 * self.channels * self.reduction
-
 
 def tiling(conv: ConvShape) -> Tiling | None:
     """The tiles for `conv`, or None where the tiled kernel does not take it: a reduction past
