@@ -51,7 +51,9 @@ def census(path: Path) -> dict:
     program = compile_graph(graph, "cuda")
     if program.unsupported:
         return {**entry, "stage": "plan", "reasons": program.unsupported}
-    return {**entry, "stage": "planned", "kernels": len(program.kernels), **tune_size(program)}
+    kinds = sorted({kernel.kind for kernel in program.kernels})
+    kernels = {"kernels": len(program.kernels), "kinds": kinds}
+    return {**entry, "stage": "planned", **kernels, **tune_size(program)}
 
 
 def tune_size(program) -> dict:
