@@ -51,6 +51,19 @@ class Triangle:
 
 
 @dataclass(frozen=True)
+class Piece:
+    """A load of one part of a cat: in the cat's space, element (outer, along, inner) of
+    [..., size, inner] is read from the part where `start <= along < start + length`, at
+    (outer, along - start, inner) of the part's [..., length, inner]; else it is 0 (the cat is
+    the sum of its pieces, each element in exactly one)."""
+
+    inner: int
+    size: int
+    start: int
+    length: int
+
+
+@dataclass(frozen=True)
 class Position:
     """A load with no buffer whose value comes from the element's position in its own space
     (an IR arange or eye): arange, start + step * index; eye over [rows, cols], 1 where the
@@ -78,13 +91,15 @@ class BNode:
     pick: PickIndex | None = None  # load: read at a position an index buffer holds
     triangle: Triangle | None = None  # load: zero on the other side of a diagonal
     position: Position | None = None  # load: the value is where the element lies (no buffer)
+    piece: Piece | None = None  # load: one part of a cat, 0 outside it
     value: float = 0.0  # const (a scalar's value is its parameter, named by `buffer`)
 
     @property
     def indexed(self) -> bool:
         """A load known only per element (a pick's position, a triangle's mask, an arange's or
         eye's value): it never splits along rows."""
-        return self.pick is not None or self.triangle is not None or self.position is not None
+        special = (self.pick, self.triangle, self.position, self.piece)
+        return any(field is not None for field in special)
 
 
 @dataclass(frozen=True)
@@ -132,10 +147,11 @@ class Body:
         pick: PickIndex | None = None,
         triangle: Triangle | None = None,
         position: Position | None = None,
+        piece: Piece | None = None,
     ) -> int:
-        key = ("load", buffer, terms, total, level, pick, triangle, position)
+        key = ("load", buffer, terms, total, level, pick, triangle, position, piece)
         fields = dict(buffer=buffer, terms=terms, total=total, dtype=dtype, pick=pick)
-        fields.update(triangle=triangle, position=position)
+        fields.update(triangle=triangle, position=position, piece=piece)
         return self._add(key, kind="load", level=level, **fields)
 
     def acc(self) -> int:
@@ -238,6 +254,8 @@ def load_expression(node: BNode, position: str) -> str:
             return f"(({own}) / {p.cols} == ({own}) % {p.cols} ? 1.0f : 0.0f)"
         start, step = expressions.literal(p.start), expressions.literal(p.step)
         return f"({start} + {step} * (float)({own}))"
+    if node.piece is not None:
+        return _piece_expression(node, flat_index(node.terms, node.total, position))
     if node.triangle is not None:
         t = node.triangle
         own = flat_index(node.terms, node.total, position)  # its place in the triangle's space
@@ -258,6 +276,23 @@ def load_expression(node: BNode, position: str) -> str:
     inner, span = pick.inner, pick.cols * pick.inner
     start = f"({position}) / {inner} * {span} + ({position}) % {inner}"
     return f"{node.buffer}[{start} + {column} * {inner}]"
+
+
+def _piece_expression(node: BNode, own: str) -> str:
+    """A cat's part read at `own`, the element's flat place in the cat's space, or 0 outside it."""
+    c = node.piece
+    place = f"({own})" if c.inner == 1 else f"({own}) / {c.inner}"
+    along = f"(long long)({place} % {c.size})"
+    outer = f"(long long)(({own}) / {c.size * c.inner})"
+    within = f"({along} - {c.start})" if c.start else along
+    index = f"{outer} * {c.length * c.inner} + {within}"
+    if c.inner > 1:
+        index = f"{index} * {c.inner} + ({own}) % {c.inner}"
+    bounds = [f"{along} >= {c.start}"] if c.start else []
+    if c.start + c.length < c.size:
+        bounds.append(f"{along} < {c.start + c.length}")
+    value = f"{node.buffer}[{index}]"
+    return f"({' && '.join(bounds)} ? {value} : 0.0f)" if bounds else value
 
 
 def epilogue_lines(body: Body, value: str, index: str, dialect: str, indent: str) -> list[str]:
@@ -397,6 +432,8 @@ class _Lowering:
             return self.pick(node, level)
         if node.op == "permute":
             return self.permute(node, level)
+        if node.op == "cat":
+            return self.cat(node, level)
         if node.op in ("tril", "triu"):
             return self.triangle(node, level)
         if node.op in POSITION_OPS:
@@ -441,6 +478,21 @@ class _Lowering:
         dtype = self.graph.dtype_of(x)
         total = numel(node.shape)
         return self.body.load(buffer_name(x, self.names), terms, total, level, dtype)
+
+    def cat(self, node, level: str) -> int:
+        """Each part read where it lies, kept where the element falls in it: the sum of pieces."""
+        dim = node.attrs["dim"]
+        inner, size, total = numel(node.shape[dim + 1 :]), node.shape[dim], numel(node.shape)
+        value, start = None, 0
+        for ref in node.args:
+            length = self.graph.shape_of(ref)[dim]
+            if length:  # an empty part holds no element
+                piece = Piece(inner, size, start, length)
+                buffer = buffer_name(self.plan.resolve(ref), self.names)
+                load = self.body.load(buffer, (Term(1, total, 1),), total, level, piece=piece)
+                value = load if value is None else self.body.op("add", [value, load], level)
+            start += length
+        return value
 
     def pick(self, node, level: str) -> int:
         x, index = (self.plan.resolve(a) for a in node.args)

@@ -29,7 +29,8 @@ starts a new kernel:
   like a pointwise op, reading x where it lies in memory, so x comes from another kernel;
 - `permute` (a transpose) is too: each element reads x at its permuted position, where x lies in
   memory (a GEMM's transposed operand is such a copy, made by the kernel before it), and so are
-  `tril` / `triu` (x where it lies, zero across the diagonal);
+  `tril` / `triu` (x where it lies, zero across the diagonal) and `cat` (each element reads the
+  part its place along the dim falls in, at its place within that part);
 - reshape and identity are free: they alias the buffer of their input.
 
 A node may join kernel K only when every other kernel it reads from comes earlier than K, so
@@ -59,12 +60,13 @@ STANDALONE = {"cumsum": "scan", "cumprod": "scan", "argmax": "arg_reduction",
 LAYOUT = frozenset({"reshape", "identity"})
 PICK = "pick"
 PERMUTE = "permute"
+CAT = "cat"
 # ops computed per element from x where it lies in memory: x is never computed in their kernel
 TRIANGLES = frozenset({"tril", "triu"})
 # ops whose value is each element's position (torch.arange, torch.eye): no operand, computed
 # inside every kernel that reads them, never read from memory
 POSITION_OPS = frozenset({"arange", "eye"})
-READ_IN_PLACE = frozenset({PICK, PERMUTE}) | TRIANGLES
+READ_IN_PLACE = frozenset({PICK, PERMUTE, CAT}) | TRIANGLES
 # The IR dtypes a kernel reads or writes besides float32: a pointwise op reads a bool as 0 or 1
 # (x * mask), pick reads an int64 index, argmax / argmin write int64, reshape passes any through.
 DTYPES = ("float32", "int64", "bool")
@@ -329,6 +331,28 @@ def permutation(graph: Graph, node: Node) -> tuple[int, ...]:
     return tuple(dims)
 
 
+def cat_lengths(graph: Graph, node: Node) -> list[int]:
+    """cat(parts, dim)'s parts' lengths along `dim`: each part the output's shape but there."""
+    dim = node.attrs.get("dim")
+    if not node.args or not all(ref.is_tensor for ref in node.args):
+        raise Unplaceable("joins tensors alone")
+    if not isinstance(dim, int) or not 0 <= dim < len(node.shape):
+        raise Unplaceable(f"dim {dim!r} is not a dim of {list(node.shape)}")
+    lengths = []
+    for ref in node.args:
+        shape = list(graph.shape_of(ref))
+        if len(shape) != len(node.shape) or shape[:dim] + shape[dim + 1 :] != list(
+            node.shape[:dim] + node.shape[dim + 1 :]
+        ):
+            raise Unplaceable(
+                f"{ref.describe()} {shape} is not {list(node.shape)} but along dim {dim}"
+            )
+        lengths.append(shape[dim])
+    if sum(lengths) != node.shape[dim]:
+        raise Unplaceable(f"parts of {sum(lengths)} along dim {dim}, not {node.shape[dim]}")
+    return lengths
+
+
 def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
     args = list(node.args) + [Ref("none")] * 3
     a, b = args[0], args[1]
@@ -449,6 +473,8 @@ def _check_node(graph: Graph, node: Node) -> None:
         pick_geometry(graph, node)
     elif node.op == PERMUTE:
         permutation(graph, node)
+    elif node.op == CAT:
+        cat_lengths(graph, node)
     elif node.op in POSITION_OPS:
         if node.args or len(node.shape) != (1 if node.op == "arange" else 2):
             raise Unplaceable(

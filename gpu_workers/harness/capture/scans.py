@@ -2,6 +2,7 @@
 scan as flip, cumsum, flip (`cumsum` with `reverse`: no flipped copy is made), and an exclusive
 scan as the scan of all but the last element behind a leading zero, cat((zeros_like(x[:1]),
 cumsum(x.narrow(dim, 0, n - 1))), dim) (`cumsum` with `exclusive`; cumprod behind a one alike).
+A cat of tensors none of which is held is the IR's own `cat` (lowered here, beside its scan form).
 
 A flip, narrow or fill is not a core op: it is held (`deferred`) until the scan that consumes it,
 and is reported as unsupported if anything else reads it.
@@ -80,14 +81,19 @@ class ScanLowering:
         self.deferred[node] = Deferred("narrow", self._tensor(x), (dim,))
 
     def _lower_cat(self, node: fx.Node, bound: dict) -> None:
-        """cat((fill, prefix scan), dim): the exclusive scan, the fill its identity."""
-        parts = bound["input"]
+        """cat of tensors: the IR's cat; cat((fill, prefix scan), dim): the exclusive scan, the
+        fill its identity (a part held for a scan is read by nothing else)."""
+        parts = list(bound["input"])
         dim = self._value(bound.get("dim", 0))
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise Unsupported(f"dim={dim!r} is not an int")
+        dim %= len(tensor_shape(node))
         held = [self.deferred.get(p) if isinstance(p, fx.Node) else None for p in parts]
+        if not any(held):
+            return self._emit(node, "cat", [self._tensor(p) for p in parts], {"dim": dim})
         if len(parts) != 2 or None in held:
             raise Unsupported(f"cat {HELD}, as its leading identity")
         fill, scan = held
-        dim %= len(tensor_shape(node))
         if (
             fill.what != "fill"
             or scan.what != "prefix_scan"

@@ -1183,6 +1183,46 @@ def triangles(n: int = 24) -> Case:
     return _captured_case("triangles", problem, kinds, nodes)
 
 
+CONCAT_MODEL = '''class Model(nn.Module):
+    """torch.cat as Inception blocks and U-Nets join branches: along channels (a middle dim) of
+    two kernels' values, along the last dim of three parts of unequal lengths (an input twice),
+    then pointwise ops and a softmax over the joined dim, and a cat of inputs returned as is."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b, x, y):
+        branches = torch.cat([torch.relu(a), b * 2.0], dim=1)
+        row = torch.cat((x, torch.sigmoid(y), x), dim=-1)
+        return branches * 0.5 + 1.0, torch.softmax(row, dim=-1), torch.cat([x, y], 1)
+
+
+def get_inputs():
+    return [torch.randn({n}, 3, {h}, 5), torch.randn({n}, 4, {h}, 5), torch.randn({r}, 7),
+            torch.randn({r}, 4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def concat(n: int = 2, h: int = 6, r: int = 9) -> Case:
+    """Each part read where it lies, the cat's value computed where it is read: a pointwise
+    kernel of its own, or a softmax's prologue."""
+    problem = HEADER + CONCAT_MODEL.format(n=n, h=h, r=r)
+    kinds = ("pointwise", "pointwise", "pointwise", "pointwise", "row_reduction", "pointwise")
+    nodes = (
+        ("relu",),
+        ("mul",),
+        ("cat", "mul_1", "add"),
+        ("sigmoid",),
+        ("cat_1", "softmax"),
+        ("cat_2",),
+    )
+    return _captured_case("concat", problem, kinds, nodes)
+
+
 SCALAR_INPUT_MODEL = '''class Model(nn.Module):
     """A Python number passed to forward (KernelBench 5's A * s), drawn anew for every seed: a
     kernel that baked the captured number in would fail the next seed. Read by a pointwise
@@ -1423,6 +1463,7 @@ COVERAGE = [
     masks(),
     convolutions(),
     conv_epilogues(),
+    concat(),
 ]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 

@@ -456,6 +456,29 @@ def test_a_permute_that_is_not_a_permutation_is_refused():
     assert compile_graph(good, "cpu").unsupported == []
 
 
+def _cat(parts: list[tuple[str, list[int]]], out: list[int], dim: int, **dtypes) -> dict:
+    inputs = [{**tensor(n, shape), "dtype": dtypes.get(n, "float32")} for n, shape in parts]
+    cat = node("c", "cat", [inp(name) for name, _ in parts], out, dim=dim)
+    return graph(inputs, [], [cat], ["c"])
+
+
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        (_cat([("a", [2, 3]), ("b", [3, 3])], [2, 6], 1), "input b [3, 3] is not [2, 6] but along"),
+        (_cat([("a", [2, 3]), ("b", [2, 3])], [2, 7], 1), "parts of 6 along dim 1, not 7"),
+        (_cat([("a", [2, 3]), ("b", [2, 3])], [2, 6], 2), "dim 2 is not a dim of [2, 6]"),
+        (_cat([("a", [2, 3]), ("b", [2, 3])], [2, 6], 1, b="int64"), "input b is int64"),
+    ],
+)
+def test_a_cat_whose_parts_do_not_join_is_refused(bad, why):
+    assert any(why in reason for reason in compile_graph(bad, "cpu").unsupported), why
+    good = _cat([("a", [2, 3]), ("b", [2, 4]), ("e", [2, 0])], [2, 7], 1)
+    for target in TARGETS:
+        program = compile_graph(good, target)
+        assert program.unsupported == [] and len(program.kernels) == 1, program.unsupported
+
+
 def test_program_type():
     assert isinstance(compile_graph(scaled_softmax().ir, "cpu"), FusionProgram)
 

@@ -946,7 +946,7 @@ def test_flips_narrows_and_cats_other_than_a_scans_are_named():
             # x[:, :1] only gives ones_like its shape: never lowered, never named
             wrong_fill = torch.cat((torch.ones_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)), 1)
             shorter = torch.cumsum(x.narrow(1, 1, 2), 1)
-            return flipped_twice, wrong_fill, shorter, torch.cat((x, x))
+            return flipped_twice, wrong_fill, shorter, torch.cat((x.flip(0), x))
 
     ir = lower(M(), torch.randn(2, 3))
     held = "is supported only around a cumsum or cumprod (a reverse or exclusive scan)"
@@ -954,8 +954,22 @@ def test_flips_narrows_and_cats_other_than_a_scans_are_named():
         "getitem (call_function operator.getitem): tensor indexing is not supported by the "
         "fusion compiler",
         f"narrow (call_method narrow): a narrow other than all but the last element {held}",
-        f"cat (call_function torch.cat): cat {held}, as its leading identity",  # cat((x, x))
+        f"cat (call_function torch.cat): cat {held}, as its leading identity",  # of a flip
         f"cumsum (call_function torch.cumsum): flip {held}",
+    ]
+
+
+def test_a_cat_of_tensors_lowers_to_the_irs_cat():
+    class M(nn.Module):
+        def forward(self, x, y):
+            return torch.cat([x, torch.relu(y), x], dim=-1), torch.concat((x, y), 1)
+
+    ir = lower(M(), torch.randn(2, 3), torch.randn(2, 4))
+    assert ir["unsupported"] == []
+    cats = [(q["args"], q["attrs"], q["shape"]) for q in ir["nodes"] if q["op"] == "cat"]
+    assert cats == [
+        ([i("x"), n("relu"), i("x")], {"dim": 1}, [2, 10]),
+        ([i("x"), i("y")], {"dim": 1}, [2, 7]),
     ]
 
 
