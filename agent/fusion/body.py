@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 
 from agent.fusion import expressions
 from agent.fusion.ir import Ref, Term, broadcast_terms, flat_index, numel, permuted_terms
-from agent.fusion.plan import POSITION_OPS, Kernel, Plan, permutation, pick_geometry
+from agent.fusion.plan import (
+    POSITION_OPS,
+    Kernel,
+    Plan,
+    permutation,
+    pick_geometry,
+    slice_terms,
+)
 from agent.fusion.program import Param
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's eps=None
@@ -64,6 +71,17 @@ class Piece:
 
 
 @dataclass(frozen=True)
+class Window:
+    """A slice's load: the element's place in the slice's own space (`total` elements) read from
+    the sliced buffer through `terms` (its strides times the steps) plus `offset` (the first
+    element's place), one element at a time (strides may break float4 alignment)."""
+
+    terms: tuple[Term, ...]
+    total: int
+    offset: int
+
+
+@dataclass(frozen=True)
 class Position:
     """A load with no buffer whose value comes from the element's position in its own space
     (an IR arange or eye): arange, start + step * index; eye over [rows, cols], 1 where the
@@ -92,13 +110,14 @@ class BNode:
     triangle: Triangle | None = None  # load: zero on the other side of a diagonal
     position: Position | None = None  # load: the value is where the element lies (no buffer)
     piece: Piece | None = None  # load: one part of a cat, 0 outside it
+    window: Window | None = None  # load: a slice of the buffer
     value: float = 0.0  # const (a scalar's value is its parameter, named by `buffer`)
 
     @property
     def indexed(self) -> bool:
         """A load known only per element (a pick's position, a triangle's mask, an arange's or
         eye's value): it never splits along rows."""
-        special = (self.pick, self.triangle, self.position, self.piece)
+        special = (self.pick, self.triangle, self.position, self.piece, self.window)
         return any(field is not None for field in special)
 
 
@@ -148,10 +167,11 @@ class Body:
         triangle: Triangle | None = None,
         position: Position | None = None,
         piece: Piece | None = None,
+        window: Window | None = None,
     ) -> int:
-        key = ("load", buffer, terms, total, level, pick, triangle, position, piece)
+        key = ("load", buffer, terms, total, level, pick, triangle, position, piece, window)
         fields = dict(buffer=buffer, terms=terms, total=total, dtype=dtype, pick=pick)
-        fields.update(triangle=triangle, position=position, piece=piece)
+        fields.update(triangle=triangle, position=position, piece=piece, window=window)
         return self._add(key, kind="load", level=level, **fields)
 
     def acc(self) -> int:
@@ -264,6 +284,11 @@ def load_expression(node: BNode, position: str) -> str:
         kept = f"{col} - {row} {'>=' if t.upper else '<='} {t.diagonal}"
         value = f"{node.buffer}[{own}]" if t.fill is None else expressions.literal(t.fill)
         return f"({kept} ? {value} : 0.0f)"
+    if node.window is not None:
+        w = node.window
+        own = flat_index(node.terms, node.total, position)  # its place in the slice's space
+        shift = f" + {w.offset}" if w.offset else ""
+        return f"{node.buffer}[{flat_index(w.terms, w.total, own)}{shift}]"
     if node.pick is None:
         return f"{node.buffer}[{flat_index(node.terms, node.total, position)}]"
     pick = node.pick
@@ -402,6 +427,8 @@ class _Lowering:
                 return self.position(mask, level, self.graph.shape_of(ref), consumer_shape)
             if mask.op in ("tril", "triu"):
                 return self.triangle(mask, level, consumer_shape)
+            if mask.op == "slice":  # of an input or parameter, read by a mask computed here
+                return self.sliced(mask, level, consumer_shape)
             operands = [self.arg(a, consumer_shape, level) for a in mask.args if a.kind != "none"]
             return body.op(mask.op, operands, level, mask.attrs)
         terms = broadcast_terms(self.graph.shape_of(ref), consumer_shape)
@@ -434,6 +461,8 @@ class _Lowering:
             return self.permute(node, level)
         if node.op == "cat":
             return self.cat(node, level)
+        if node.op == "slice":
+            return self.sliced(node, level, node.shape)
         if node.op in ("tril", "triu"):
             return self.triangle(node, level)
         if node.op in POSITION_OPS:
@@ -493,6 +522,16 @@ class _Lowering:
                 value = load if value is None else self.body.op("add", [value, load], level)
             start += length
         return value
+
+    def sliced(self, node, level: str, space: tuple[int, ...]) -> int:
+        """A slice (`node`) read where its operand lies, in `space` (its own, or one it
+        broadcasts to)."""
+        terms, offset = slice_terms(self.graph, node)
+        window = Window(terms, numel(node.shape), offset)
+        seen = broadcast_terms(node.shape, space)
+        assert seen is not None, f"{node.name} {node.shape} does not broadcast to {space}"
+        x = buffer_name(self.plan.resolve(node.args[0]), self.names)
+        return self.body.load(x, seen, numel(space), level, window=window)
 
     def pick(self, node, level: str) -> int:
         x, index = (self.plan.resolve(a) for a in node.args)

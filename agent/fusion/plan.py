@@ -29,8 +29,9 @@ starts a new kernel:
   like a pointwise op, reading x where it lies in memory, so x comes from another kernel;
 - `permute` (a transpose) is too: each element reads x at its permuted position, where x lies in
   memory (a GEMM's transposed operand is such a copy, made by the kernel before it), and so are
-  `tril` / `triu` (x where it lies, zero across the diagonal) and `cat` (each element reads the
-  part its place along the dim falls in, at its place within that part);
+  `tril` / `triu` (x where it lies, zero across the diagonal), `cat` (each element reads the
+  part its place along the dim falls in, at its place within that part) and `slice` (x at the
+  sliced place: strided terms and an offset);
 - reshape and identity are free: they alias the buffer of their input.
 
 A node may join kernel K only when every other kernel it reads from comes earlier than K, so
@@ -61,12 +62,13 @@ LAYOUT = frozenset({"reshape", "identity"})
 PICK = "pick"
 PERMUTE = "permute"
 CAT = "cat"
+SLICE = "slice"
 # ops computed per element from x where it lies in memory: x is never computed in their kernel
 TRIANGLES = frozenset({"tril", "triu"})
 # ops whose value is each element's position (torch.arange, torch.eye): no operand, computed
 # inside every kernel that reads them, never read from memory
 POSITION_OPS = frozenset({"arange", "eye"})
-READ_IN_PLACE = frozenset({PICK, PERMUTE, CAT}) | TRIANGLES
+READ_IN_PLACE = frozenset({PICK, PERMUTE, CAT, SLICE}) | TRIANGLES
 # The IR dtypes a kernel reads or writes besides float32: a pointwise op reads a bool as 0 or 1
 # (x * mask), pick reads an int64 index, argmax / argmin write int64, reshape passes any through.
 DTYPES = ("float32", "int64", "bool")
@@ -353,6 +355,29 @@ def cat_lengths(graph: Graph, node: Node) -> list[int]:
     return lengths
 
 
+def slice_terms(graph: Graph, node: Node) -> tuple[tuple[Term, ...], int]:
+    """slice(x)'s read of x where it lies: index terms over the slice's flat index (one per dim
+    of more than one element, x's stride times the step) and the offset of its first element."""
+    x = node.args[0] if node.args else None
+    if x is None or not x.is_tensor:
+        raise Unplaceable("slices a tensor alone")
+    shape, out = graph.shape_of(x), node.shape
+    starts, steps = node.attrs.get("starts"), node.attrs.get("steps")
+    if not (isinstance(starts, list) and isinstance(steps, list)) or not (
+        len(starts) == len(steps) == len(shape) == len(out)
+    ):
+        raise Unplaceable(f"starts {starts} and steps {steps} are not one a dim of {list(shape)}")
+    terms, offset = [], 0
+    for d, (size, start, step, length) in enumerate(zip(shape, starts, steps, out, strict=True)):
+        if not (step >= 1 and 0 <= start and (length == 0 or start + (length - 1) * step < size)):
+            raise Unplaceable(f"dim {d}: {length} from {start} by {step} is not within {size}")
+        stride = numel(shape[d + 1 :])
+        offset += start * stride
+        if length > 1:
+            terms.append(Term(numel(out[d + 1 :]), length, step * stride))
+    return tuple(terms), offset
+
+
 def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
     args = list(node.args) + [Ref("none")] * 3
     a, b = args[0], args[1]
@@ -475,6 +500,8 @@ def _check_node(graph: Graph, node: Node) -> None:
         permutation(graph, node)
     elif node.op == CAT:
         cat_lengths(graph, node)
+    elif node.op == SLICE:
+        slice_terms(graph, node)
     elif node.op in POSITION_OPS:
         if node.args or len(node.shape) != (1 if node.op == "arange" else 2):
             raise Unplaceable(
@@ -747,13 +774,16 @@ def _place_all(planner: _Planner, live: set[str]) -> list[str]:
 
 def _recomputable(planner: _Planner, name: str) -> bool:
     """Whether node `name` can be computed inside any kernel that reads it: a mask, or a fill's
-    triangle (`tril(ones(T, T))`), of inputs, parameters, constants and such nodes alone; a
-    value of positions (`_positional`)."""
+    triangle (`tril(ones(T, T))`), of inputs, parameters, constants and such nodes alone (a
+    slice of an input or parameter is one: minGPT's `self.bias[:, :, :T, :T] == 0`); a value of
+    positions (`_positional`)."""
     node = planner.graph.node_by_name[name]
     if _positional(planner, name):
         return True
     if node.op in TRIANGLES:
         return node.args[0].kind == "const"
+    if node.op == SLICE:  # of an input or parameter: read where it lies by any kernel
+        return planner.resolve(node.args[0]).kind != "node"
     if node.op not in BOOL_OPS:
         return False
     roots = [planner.resolve(r) for r in node.tensor_args()]

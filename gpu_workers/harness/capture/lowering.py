@@ -39,6 +39,7 @@ from gpu_workers.harness.capture.ops import (
 )
 from gpu_workers.harness.capture.pooling import PoolLowering
 from gpu_workers.harness.capture.scans import HELD, Deferred, ScanLowering
+from gpu_workers.harness.capture.slicing import SliceLowering
 
 _NUMBER = (int, float)
 # Ops whose result may be other than float32: argmax / argmin's int64, a view of a mask or index.
@@ -56,7 +57,13 @@ class _Skip(Exception):
 
 
 class Lowering(
-    NormLowering, LossLowering, ScanLowering, PoolLowering, ContractionLowering, FactoryLowering
+    NormLowering,
+    LossLowering,
+    ScanLowering,
+    PoolLowering,
+    ContractionLowering,
+    FactoryLowering,
+    SliceLowering,
 ):
     def __init__(
         self,
@@ -677,14 +684,15 @@ class Lowering(
         return name == "permute" and [_normalise(d, 2) for d in rest] == [1, 0]
 
     def _lower_getitem(self, node: fx.Node, bound: dict) -> None:
-        source, index = bound["input"], self._value(bound["index"])
+        source = bound["input"]
         if isinstance(source, fx.Node) and source in self.pending:
+            index = self._value(bound["index"])
             if index == 0:
                 return self._values_of(node, source)
             if index == 1:
                 return self._indices_of(node, source)
             raise Unsupported(f"item {index} of {source.name} is {UNSUPPORTED}")
-        raise Unsupported(f"tensor indexing is {UNSUPPORTED}")
+        return self._lower_indexing(node, source, bound["index"])
 
     def _lower_getattr(self, node: fx.Node, bound: dict) -> None:
         source, name = bound["input"], bound["name"]

@@ -1223,6 +1223,49 @@ def concat(n: int = 2, h: int = 6, r: int = 9) -> Case:
     return _captured_case("concat", problem, kinds, nodes)
 
 
+SLICES_MODEL = '''class Model(nn.Module):
+    """Basic indexing as models write it: a causal mask buffer cut to the sequence (minGPT's
+    `self.bias[:, :, :T, :T]`), the last token (`x[:, -1]`), every other channel with a new axis
+    (`x[:, ::2, None]`), a window off both ends, then pointwise ops and a softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones({m}, {m})).view(1, 1, {m}, {m}))
+
+    def forward(self, att, x):
+        t = att.size(-1)
+        masked = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        return (
+            torch.softmax(masked, dim=-1),
+            x[:, -1] * 2.0,
+            torch.relu(x[:, ::2, None]),
+            x[:, 1:-1, 2:] + 1.0,
+        )
+
+
+def get_inputs():
+    return [torch.randn(2, 3, {t}, {t}), torch.randn(4, {c}, 7)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def slices(m: int = 12, t: int = 9, c: int = 5) -> Case:
+    """Each slice reads its operand where it lies (strided terms and an offset), in the kernel
+    that reads it; the mask's slice is computed again in the softmax's kernel."""
+    problem = HEADER + SLICES_MODEL.format(m=m, t=t, c=c)
+    kinds = ("row_reduction", "pointwise", "pointwise", "pointwise")
+    nodes = (
+        ("masked_fill", "softmax"),
+        ("getitem_1.slice", "mul", "getitem_1"),
+        ("getitem_2.slice", "relu", "getitem_2"),
+        ("getitem_3", "add"),
+    )
+    return _captured_case("slices", problem, kinds, nodes)
+
+
 SCALAR_INPUT_MODEL = '''class Model(nn.Module):
     """A Python number passed to forward (KernelBench 5's A * s), drawn anew for every seed: a
     kernel that baked the captured number in would fail the next seed. Read by a pointwise
@@ -1464,6 +1507,7 @@ COVERAGE = [
     convolutions(),
     conv_epilogues(),
     concat(),
+    slices(),
 ]
 ALL = REQUIRED + EXTRA + AXIS + NORMS + SCANS + COVERAGE
 

@@ -479,6 +479,19 @@ def test_a_cat_whose_parts_do_not_join_is_refused(bad, why):
         assert program.unsupported == [] and len(program.kernels) == 1, program.unsupported
 
 
+def test_a_slice_past_its_operand_is_refused():
+    def sliced(out, starts, steps):
+        cut = node("s", "slice", [inp("x")], out, starts=starts, steps=steps)
+        return graph([tensor("x", [4, 6])], [], [cut], ["s"])
+
+    # rows 1, 3, 5 of 6 fit; 1, 3, 5, 7 do not, nor do starts that are not one a dim
+    assert compile_graph(sliced([4, 3], [0, 1], [1, 2]), "cpu").unsupported == []
+    past = compile_graph(sliced([4, 4], [0, 1], [1, 2]), "cpu").unsupported
+    assert any("dim 1: 4 from 1 by 2 is not within 6" in r for r in past), past
+    short = compile_graph(sliced([4, 3], [1], [2]), "cpu").unsupported
+    assert any("are not one a dim of [4, 6]" in r for r in short), short
+
+
 def test_program_type():
     assert isinstance(compile_graph(scaled_softmax().ir, "cpu"), FusionProgram)
 

@@ -651,7 +651,7 @@ def test_what_cannot_lower_is_named_once():
             return (
                 indices + 1,
                 self.drop(x),
-                x[:, 0],
+                x[x > 0],
                 torch.sigmoid(torch.flip(x, (0,))),  # sigmoid follows flip: not reported
                 torch.topk(x, 2),  # dead code: never reported
             )[:4]
@@ -661,8 +661,8 @@ def test_what_cannot_lower_is_named_once():
         "add (call_function operator.add): produces int64; only float32 is supported in v1",
         "dropout (call_module drop: Dropout): dropout with p=0.3 in training mode is random: "
         "not supported by the fusion compiler",
-        "getitem (call_function operator.getitem): tensor indexing is not supported by the "
-        "fusion compiler",
+        "getitem (call_function operator.getitem): indexing by a tensor (advanced indexing) "
+        "is not supported by the fusion compiler",
         "flip (call_function torch.flip): flip is supported only around a cumsum or cumprod (a "
         "reverse or exclusive scan)",
     ]
@@ -943,7 +943,7 @@ def test_flips_narrows_and_cats_other_than_a_scans_are_named():
     class M(nn.Module):
         def forward(self, x):
             flipped_twice = torch.cumsum(x.flip(1), dim=1)  # never flipped back
-            # x[:, :1] only gives ones_like its shape: never lowered, never named
+            # x[:, :1] only gives ones_like its shape; x[:, :-1] is a slice, not a narrow
             wrong_fill = torch.cat((torch.ones_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)), 1)
             shorter = torch.cumsum(x.narrow(1, 1, 2), 1)
             return flipped_twice, wrong_fill, shorter, torch.cat((x.flip(0), x))
@@ -951,11 +951,29 @@ def test_flips_narrows_and_cats_other_than_a_scans_are_named():
     ir = lower(M(), torch.randn(2, 3))
     held = "is supported only around a cumsum or cumprod (a reverse or exclusive scan)"
     assert ir["unsupported"] == [
-        "getitem (call_function operator.getitem): tensor indexing is not supported by the "
-        "fusion compiler",
+        f"cat (call_function torch.cat): cat {held}, as its leading identity",  # a ones fill
         f"narrow (call_method narrow): a narrow other than all but the last element {held}",
         f"cat (call_function torch.cat): cat {held}, as its leading identity",  # of a flip
         f"cumsum (call_function torch.cumsum): flip {held}",
+    ]
+
+
+def test_basic_indexing_lowers_to_a_slice_and_a_reshape():
+    class M(nn.Module):
+        def forward(self, x, y):
+            t = y.size(1)
+            return x[:, 1:-1:2] * 2, x[..., None, -1], x[:, :t], x[0, :, 1]
+
+    ir = lower(M(), torch.randn(4, 6, 5), torch.randn(2, 3))
+    assert ir["unsupported"] == []
+    steps = [(q["name"], q["op"], q["attrs"], q["shape"]) for q in ir["nodes"] if q["op"] != "mul"]
+    assert steps == [
+        ("getitem", "slice", {"starts": [0, 1, 0], "steps": [1, 2, 1]}, [4, 2, 5]),
+        # the new axis takes the place of the indexed dim: [4, 6, 1] either way
+        ("getitem_1", "slice", {"starts": [0, 0, 4], "steps": [1, 1, 1]}, [4, 6, 1]),
+        ("getitem_2", "slice", {"starts": [0, 0, 0], "steps": [1, 1, 1]}, [4, 3, 5]),
+        ("getitem_3.slice", "slice", {"starts": [0, 0, 1], "steps": [1, 1, 1]}, [1, 6, 1]),
+        ("getitem_3", "reshape", {"shape": [6]}, [6]),
     ]
 
 
