@@ -83,6 +83,7 @@ class Lowering(
         self.static: dict[fx.Node, object] = {}  # nodes with a value known at capture
         self.pending: dict[fx.Node, tuple[str, fx.Node, dict]] = {}  # max(x, dim): its values
         self.deferred: dict[fx.Node, Deferred] = {}  # flips and fills a scan lowers (scans)
+        self.splits: dict[fx.Node, tuple] = {}  # split / chunk: their pieces' slices (slicing)
         self.transposed: dict[fx.Node, str] = {}  # w.t() of a 2-D parameter, for x @ w.t()
         self.skipped: set[fx.Node] = set()
         self.order = {node: i for i, node in enumerate(traced.graph.nodes)}
@@ -692,6 +693,8 @@ class Lowering(
             if index == 1:
                 return self._indices_of(node, source)
             raise Unsupported(f"item {index} of {source.name} is {UNSUPPORTED}")
+        if isinstance(source, fx.Node) and source in self.splits:
+            return self._lower_piece(node, source, self._value(bound["index"]))
         return self._lower_indexing(node, source, bound["index"])
 
     def _lower_getattr(self, node: fx.Node, bound: dict) -> None:

@@ -2,7 +2,8 @@
 with a step of at least 1, ints, None and one Ellipsis), whose bounds are known at capture
 (numbers, or sizes read from shapes). The slice keeps the source's rank, an int index a dim of
 length 1; where ints drop dims or None adds them, a reshape to the indexed shape follows. Indexing
-by a tensor or a list (advanced indexing) stays unsupported.
+by a tensor or a list (advanced indexing) stays unsupported. `split` and `chunk` lower nothing
+themselves: each piece taken from them (`q, k, v = x.split(n, 2)`) is a slice.
 """
 
 from __future__ import annotations
@@ -51,6 +52,49 @@ class SliceLowering:
                 raise Unsupported(f"index {item} is out of a dim of {size}")
             return item % size, 1, 1
         raise Unsupported(f"indexing by {type(item).__name__} (advanced indexing) is {UNSUPPORTED}")
+
+    def _lower_split(self, node: fx.Node, bound: dict) -> None:
+        """x.split(n or [n0, n1, ...], dim): nothing of its own; each piece a slice (getitem)."""
+        size = bound.get("split_size_or_sections", bound.get("split_size"))
+        self._hold_pieces(node, bound, lambda length: _lengths(self._value(size), length))
+
+    def _lower_chunk(self, node: fx.Node, bound: dict) -> None:
+        """x.chunk(k, dim): pieces of ceil(length / k), as torch cuts them (perhaps fewer)."""
+        chunks = self._value(bound["chunks"])
+        if not _is_int(chunks) or chunks < 1:
+            raise Unsupported(f"chunks={chunks!r} is not a positive int")
+        self._hold_pieces(node, bound, lambda length: _lengths(-(-length // chunks), length))
+
+    def _hold_pieces(self, node: fx.Node, bound: dict, lengths_of) -> None:
+        x = bound["input"]
+        shape = tensor_shape(x)
+        dim = self._value(bound.get("dim", 0))
+        if not _is_int(dim) or not -len(shape) <= dim < len(shape):
+            raise Unsupported(f"dim={dim!r} is not a dim of {shape}")
+        dim %= len(shape)
+        self.splits[node] = (x, dim, lengths_of(shape[dim]))
+
+    def _lower_piece(self, node: fx.Node, split: fx.Node, index) -> None:
+        x, dim, lengths = self.splits[split]
+        if not _is_int(index) or not -len(lengths) <= index < len(lengths):
+            raise Unsupported(f"piece {index!r} of {len(lengths)}")
+        index %= len(lengths)
+        starts = [0] * len(tensor_shape(x))
+        starts[dim] = sum(lengths[:index])
+        attrs = {"starts": starts, "steps": [1] * len(starts)}
+        self._emit(node, "slice", [self._tensor(x)], attrs)
+
+
+def _lengths(size, length: int) -> list[int]:
+    """The pieces' lengths along a dim of `length`: pieces of `size` (the last shorter), or the
+    sections listed, which must add up to it."""
+    if _is_int(size) and size > 0:
+        return [min(size, length - start) for start in range(0, length, size)] or [0]
+    if isinstance(size, list | tuple) and all(_is_int(s) and s >= 0 for s in size):
+        if sum(size) != length:
+            raise Unsupported(f"sections {list(size)} do not add up to {length}")
+        return list(size)
+    raise Unsupported(f"split size {size!r}: give a positive int or a list of lengths")
 
 
 def _is_int(value) -> bool:

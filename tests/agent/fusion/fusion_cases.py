@@ -1226,25 +1226,30 @@ def concat(n: int = 2, h: int = 6, r: int = 9) -> Case:
 SLICES_MODEL = '''class Model(nn.Module):
     """Basic indexing as models write it: a causal mask buffer cut to the sequence (minGPT's
     `self.bias[:, :, :T, :T]`), the last token (`x[:, -1]`), every other channel with a new axis
-    (`x[:, ::2, None]`), a window off both ends, then pointwise ops and a softmax."""
+    (`x[:, ::2, None]`), a window off both ends, then pointwise ops and a softmax; a gated unit's
+    halves (`chunk`) and a split into sections of unequal lengths."""
 
     def __init__(self):
         super().__init__()
         self.register_buffer("bias", torch.tril(torch.ones({m}, {m})).view(1, 1, {m}, {m}))
 
-    def forward(self, att, x):
+    def forward(self, att, x, y):
         t = att.size(-1)
+        value, gate = y.chunk(2, dim=-1)
+        head, tail = torch.split(y, [3, 5], 1)
         masked = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
         return (
             torch.softmax(masked, dim=-1),
             x[:, -1] * 2.0,
             torch.relu(x[:, ::2, None]),
             x[:, 1:-1, 2:] + 1.0,
+            value * torch.sigmoid(gate),
+            torch.softmax(tail, dim=-1) - head.sum(-1, keepdim=True),
         )
 
 
 def get_inputs():
-    return [torch.randn(2, 3, {t}, {t}), torch.randn(4, {c}, 7)]
+    return [torch.randn(2, 3, {t}, {t}), torch.randn(4, {c}, 7), torch.randn(6, 8)]
 
 
 def get_init_inputs():
@@ -1256,12 +1261,16 @@ def slices(m: int = 12, t: int = 9, c: int = 5) -> Case:
     """Each slice reads its operand where it lies (strided terms and an offset), in the kernel
     that reads it; the mask's slice is computed again in the softmax's kernel."""
     problem = HEADER + SLICES_MODEL.format(m=m, t=t, c=c)
-    kinds = ("row_reduction", "pointwise", "pointwise", "pointwise")
+    kinds = ("pointwise", "row_reduction", "row_reduction", "row_reduction")
+    kinds += ("pointwise", "pointwise", "pointwise")
     nodes = (
+        ("getitem", "getitem_1", "sigmoid", "mul_1"),  # both halves of y in one pass
+        ("getitem_2", "sum_1"),
+        ("getitem_3", "softmax_1", "sub"),
         ("masked_fill", "softmax"),
-        ("getitem_1.slice", "mul", "getitem_1"),
-        ("getitem_2.slice", "relu", "getitem_2"),
-        ("getitem_3", "add"),
+        ("getitem_5.slice", "mul", "getitem_5"),
+        ("getitem_6.slice", "relu", "getitem_6"),
+        ("getitem_7", "add"),
     )
     return _captured_case("slices", problem, kinds, nodes)
 

@@ -977,6 +977,28 @@ def test_basic_indexing_lowers_to_a_slice_and_a_reshape():
     ]
 
 
+def test_each_piece_of_a_split_or_chunk_is_a_slice_and_the_pieces_alone_are_named():
+    class M(nn.Module):
+        def forward(self, x):
+            a, b, c = x.chunk(3, 1)  # 8 in pieces of 3: 3, 3, 2
+            head, tail = torch.split(x, [5, 3], dim=-1)
+            return a + 1, b * 2, c - 1, head, tail, torch.stack(x.split(4, 1))
+
+    ir = lower(M(), torch.randn(2, 8))
+    pieces = [(q["name"], q["attrs"].get("starts"), q["shape"]) for q in ir["nodes"]]
+    assert pieces[:5] == [
+        ("getitem", [0, 0], [2, 3]),
+        ("getitem_1", [0, 3], [2, 3]),
+        ("getitem_2", [0, 6], [2, 2]),
+        ("getitem_3", [0, 0], [2, 5]),
+        ("getitem_4", [0, 5], [2, 3]),
+    ]
+    # known-bad: the split's tuple itself is read by no kernel (stack is not lowered)
+    assert ir["unsupported"] == [
+        "stack (call_function torch.stack): not supported by the fusion compiler"
+    ], ir["unsupported"]
+
+
 def test_a_cat_of_tensors_lowers_to_the_irs_cat():
     class M(nn.Module):
         def forward(self, x, y):
