@@ -128,6 +128,7 @@ def _function_table() -> dict[Callable, tuple[str, tuple[str, ...] | None]]:
             torch.eye: ("eye", None),
             torch.cat: ("cat", ("input", "dim")),
             torch.concat: ("cat", ("input", "dim")),
+            torch.stack: ("stack", ("input", "dim")),
             torch.split: ("split", ("input", "split_size_or_sections", "dim")),
             torch.chunk: ("chunk", ("input", "chunks", "dim")),
             torch.argmax: ("argmax", ("input", "dim", "keepdim")),

@@ -16,6 +16,7 @@ from torch import fx
 
 from gpu_workers.harness.capture.norms import tensor_shape
 from gpu_workers.harness.capture.ops import UNSUPPORTED, Unsupported
+from gpu_workers.harness.capture.slicing import parts_of
 
 SCAN_IDENTITY = {"cumsum": 0, "cumprod": 1}  # what an exclusive scan's first output is
 HELD = "is supported only around a cumsum or cumprod (a reverse or exclusive scan)"
@@ -83,7 +84,7 @@ class ScanLowering:
     def _lower_cat(self, node: fx.Node, bound: dict) -> None:
         """cat of tensors: the IR's cat; cat((fill, prefix scan), dim): the exclusive scan, the
         fill its identity (a part held for a scan is read by nothing else)."""
-        parts = list(bound["input"])
+        parts = parts_of(bound["input"])
         dim = self._value(bound.get("dim", 0))
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise Unsupported(f"dim={dim!r} is not an int")

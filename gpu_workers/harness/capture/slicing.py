@@ -3,7 +3,8 @@ with a step of at least 1, ints, None and one Ellipsis), whose bounds are known 
 (numbers, or sizes read from shapes). The slice keeps the source's rank, an int index a dim of
 length 1; where ints drop dims or None adds them, a reshape to the indexed shape follows. Indexing
 by a tensor or a list (advanced indexing) stays unsupported. `split` and `chunk` lower nothing
-themselves: each piece taken from them (`q, k, v = x.split(n, 2)`) is a slice.
+themselves: each piece taken from them (`q, k, v = x.split(n, 2)`) is a slice. `stack` is a cat of
+its parts, each viewed with a dim of 1 where they stack.
 """
 
 from __future__ import annotations
@@ -83,6 +84,30 @@ class SliceLowering:
         starts[dim] = sum(lengths[:index])
         attrs = {"starts": starts, "steps": [1] * len(starts)}
         self._emit(node, "slice", [self._tensor(x)], attrs)
+
+    def _lower_stack(self, node: fx.Node, bound: dict) -> None:
+        """stack(parts, dim): each part viewed with a dim of 1 at `dim` (a reshape), then their
+        cat along it."""
+        parts = parts_of(bound["input"])
+        shape = [int(d) for d in node.meta["tensor_meta"].shape]
+        dim = self._value(bound.get("dim", 0))
+        if not _is_int(dim) or not -len(shape) <= dim < len(shape):
+            raise Unsupported(f"dim={dim!r} is not a dim of {shape}")
+        dim %= len(shape)
+        viewed = shape[:dim] + [1] + shape[dim + 1 :]
+        refs = [
+            self._step(node, f"part{n}", "reshape", [self._tensor(p)], viewed, shape=viewed)
+            for n, p in enumerate(parts)
+        ]
+        self._emit(node, "cat", refs, {"dim": dim})
+
+
+def parts_of(value) -> list:
+    """A cat's or stack's parts, as the call lists them (a split's tuple itself is no list)."""
+    if not isinstance(value, list | tuple):
+        name = getattr(value, "name", type(value).__name__)
+        raise Unsupported(f"parts given as {name}, not a list: unpack a split's pieces first")
+    return list(value)
 
 
 def _lengths(size, length: int) -> list[int]:

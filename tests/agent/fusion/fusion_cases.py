@@ -1186,7 +1186,8 @@ def triangles(n: int = 24) -> Case:
 CONCAT_MODEL = '''class Model(nn.Module):
     """torch.cat as Inception blocks and U-Nets join branches: along channels (a middle dim) of
     two kernels' values, along the last dim of three parts of unequal lengths (an input twice),
-    then pointwise ops and a softmax over the joined dim, and a cat of inputs returned as is."""
+    then pointwise ops and a softmax over the joined dim, a cat of inputs returned as is, and a
+    stack (a cat of its parts seen with a new dim)."""
 
     def __init__(self):
         super().__init__()
@@ -1194,7 +1195,8 @@ CONCAT_MODEL = '''class Model(nn.Module):
     def forward(self, a, b, x, y):
         branches = torch.cat([torch.relu(a), b * 2.0], dim=1)
         row = torch.cat((x, torch.sigmoid(y), x), dim=-1)
-        return branches * 0.5 + 1.0, torch.softmax(row, dim=-1), torch.cat([x, y], 1)
+        pairs = torch.stack((y, y * 3.0), dim=-1)
+        return branches * 0.5 + 1.0, torch.softmax(row, dim=-1), torch.cat([x, y], 1), pairs
 
 
 def get_inputs():
@@ -1211,13 +1213,16 @@ def concat(n: int = 2, h: int = 6, r: int = 9) -> Case:
     """Each part read where it lies, the cat's value computed where it is read: a pointwise
     kernel of its own, or a softmax's prologue."""
     problem = HEADER + CONCAT_MODEL.format(n=n, h=h, r=r)
-    kinds = ("pointwise", "pointwise", "pointwise", "pointwise", "row_reduction", "pointwise")
+    kinds = ("pointwise", "pointwise", "pointwise", "pointwise", "row_reduction")
+    kinds += ("pointwise", "pointwise", "pointwise")
     nodes = (
         ("relu",),
         ("mul",),
-        ("cat", "mul_1", "add"),
+        ("cat", "mul_2", "add"),
         ("sigmoid",),
         ("cat_1", "softmax"),
+        ("mul_1", "stack.part1"),
+        ("stack",),
         ("cat_2",),
     )
     return _captured_case("concat", problem, kinds, nodes)

@@ -982,7 +982,16 @@ def test_each_piece_of_a_split_or_chunk_is_a_slice_and_the_pieces_alone_are_name
         def forward(self, x):
             a, b, c = x.chunk(3, 1)  # 8 in pieces of 3: 3, 3, 2
             head, tail = torch.split(x, [5, 3], dim=-1)
-            return a + 1, b * 2, c - 1, head, tail, torch.stack(x.split(4, 1))
+            left, right = x.split(4, 1)
+            return (
+                a + 1,
+                b * 2,
+                c - 1,
+                head,
+                tail,
+                torch.stack((left, right), 1),
+                torch.cat(x.split(2, 1)),
+            )
 
     ir = lower(M(), torch.randn(2, 8))
     pieces = [(q["name"], q["attrs"].get("starts"), q["shape"]) for q in ir["nodes"]]
@@ -993,10 +1002,13 @@ def test_each_piece_of_a_split_or_chunk_is_a_slice_and_the_pieces_alone_are_name
         ("getitem_3", [0, 0], [2, 5]),
         ("getitem_4", [0, 5], [2, 3]),
     ]
-    # known-bad: the split's tuple itself is read by no kernel (stack is not lowered)
+    # known-bad: the split's tuple itself is never a value (a capture error, never a crash)
     assert ir["unsupported"] == [
-        "stack (call_function torch.stack): not supported by the fusion compiler"
+        "cat (call_function torch.cat): parts given as split_2, not a list: unpack a split's "
+        "pieces first"
     ], ir["unsupported"]
+    stacked = [(q["op"], q["shape"]) for q in ir["nodes"] if q["name"].startswith("stack")]
+    assert stacked == [("reshape", [2, 1, 4]), ("reshape", [2, 1, 4]), ("cat", [2, 2, 4])]
 
 
 def test_a_cat_of_tensors_lowers_to_the_irs_cat():
