@@ -772,7 +772,7 @@ def _place_all(planner: _Planner, live: set[str]) -> list[str]:
     return problems
 
 
-def _recomputable(planner: _Planner, name: str) -> bool:
+def _recomputable(planner: _Planner, name: str, under_mask: bool = False) -> bool:
     """Whether node `name` can be computed inside any kernel that reads it: a mask, or a fill's
     triangle (`tril(ones(T, T))`), of inputs, parameters, constants and such nodes alone (a
     slice of an input or parameter is one: minGPT's `self.bias[:, :, :T, :T] == 0`); a value of
@@ -782,12 +782,12 @@ def _recomputable(planner: _Planner, name: str) -> bool:
         return True
     if node.op in TRIANGLES:
         return node.args[0].kind == "const"
-    if node.op == SLICE:  # of an input or parameter: read where it lies by any kernel
-        return planner.resolve(node.args[0]).kind != "node"
+    if node.op == SLICE:  # of an input or parameter, under a mask: read where it lies
+        return under_mask and planner.resolve(node.args[0]).kind != "node"
     if node.op not in BOOL_OPS:
         return False
     roots = [planner.resolve(r) for r in node.tensor_args()]
-    return all(r.kind != "node" or _recomputable(planner, r.name) for r in roots)
+    return all(r.kind != "node" or _recomputable(planner, r.name, True) for r in roots)
 
 
 def _positional(planner: _Planner, name: str) -> bool:

@@ -492,6 +492,17 @@ def test_a_slice_past_its_operand_is_refused():
     assert any("are not one a dim of [4, 6]" in r for r in short), short
 
 
+def test_a_slice_of_an_input_is_recomputed_under_a_mask_alone():
+    """Known-bad: recomputed wherever it was read, x[:, -1] (a slice, then the reshape that
+    drops its dim) read by a GEMM was refused as "a reshape of the mask"; it is materialised."""
+    cut = node("s", "slice", [inp("x")], [4, 1, 5], starts=[0, 5, 0], steps=[1, 1, 1])
+    last = node("last", "reshape", [nd("s")], [4, 5], shape=[4, 5])
+    fc = node("fc", "linear", [nd("last"), par("w"), None], [4, 3])
+    inputs, params = [tensor("x", [4, 6, 5])], [tensor("w", [3, 5], "parameter")]
+    program = compile_graph(graph(inputs, params, [cut, last, fc], ["fc"]), "cpu")
+    assert program.unsupported == [] and [k.kind for k in program.kernels] == ["pointwise", "gemm"]
+
+
 def test_program_type():
     assert isinstance(compile_graph(scaled_softmax().ir, "cpu"), FusionProgram)
 
