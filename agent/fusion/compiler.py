@@ -14,6 +14,7 @@ from agent.fusion.model_codegen import (
 from agent.fusion.plan import plan_graph
 from agent.fusion.program import FusionProgram
 from agent.fusion.split_reductions import split_reductions
+from agent.fusion.transposed_operands import fold_transposed_operands
 
 TARGET_PACKAGES = {"cuda": cuda, "cpu": cpu}  # each: GENERATORS (kernel kind ->) and kernel_file
 TARGETS = tuple(TARGET_PACKAGES)
@@ -39,7 +40,7 @@ def compile_graph(
         return FusionProgram(
             target, unsupported=[f"target {target!r}: the fusion compiler generates cuda or cpu"]
         )
-    parsed = split_reductions(parsed)
+    parsed = split_reductions(fold_transposed_operands(parsed))
     plan = plan_graph(parsed)
     if plan.unsupported:
         return FusionProgram(target, unsupported=plan.unsupported)

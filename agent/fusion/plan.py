@@ -81,14 +81,16 @@ class Unplaceable(Exception):
 
 @dataclass(frozen=True)
 class GemmShape:
-    """C[batch, m, n] = A[batch, m, k] @ B with B either [batch, k, n] ("nn": matmul) or the
-    nn.Linear weight [n, k] ("nt"); a batch stride of 0 reuses one matrix for every batch."""
+    """C[batch, m, n] = A[batch, m, k] @ B[batch, k, n]; `layout` says how each lies in memory,
+    A then B: "n" as it is, "t" transposed (A as [batch, k, m], B as [batch, n, k]: an nn.Linear
+    weight, or a matmul operand transposed_operands folded); a batch stride of 0 reuses one
+    matrix for every batch."""
 
     batch: int
     m: int
     n: int
     k: int
-    layout: str  # "nn" | "nt"
+    layout: str  # "nn" | "nt" | "tn" | "tt"
     stride_a: int
     stride_b: int
     a: Ref
@@ -399,17 +401,23 @@ def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
             )
         if node.op in ("mm", "bmm") and not (len(sa) == len(sb) == (2 if node.op == "mm" else 3)):
             raise Unplaceable(f"operands {list(sa)} and {list(sb)}")
+        trans_a, trans_b = bool(node.attrs.get("trans_a")), bool(node.attrs.get("trans_b"))
+        sa, sb = _as_multiplied(sa, trans_a), _as_multiplied(sb, trans_b)
+        layout = ("t" if trans_a else "n") + ("t" if trans_b else "n")
         m, k, n = sa[-2], sa[-1], sb[-1]
         if sb[-2] != k:
             raise Unplaceable(f"inner dims differ: {list(sa)} @ {list(sb)}")
         batch_a, batch_b = numel(sa[:-2]), numel(sb[:-2])
         out_batch = numel(node.shape[:-2])
-        if batch_b == 1:  # one B for every row of every batch: a single tall GEMM
-            g = GemmShape(1, numel(sa) // k if k else 0, n, k, "nn", 0, 0, a, b, None)
+        if batch_b == 1 and not (trans_a and batch_a > 1):
+            # one B for every row of every batch: a single tall GEMM (A's rows one after another)
+            g = GemmShape(1, numel(sa) // k if k else 0, n, k, layout, 0, 0, a, b, None)
         elif batch_a == out_batch and batch_b == out_batch and sa[:-2] == sb[:-2]:
-            g = GemmShape(out_batch, m, n, k, "nn", m * k, k * n, a, b, None)
+            g = GemmShape(out_batch, m, n, k, layout, m * k, k * n, a, b, None)
         elif batch_a == 1 and batch_b == out_batch:
-            g = GemmShape(out_batch, m, n, k, "nn", 0, k * n, a, b, None)
+            g = GemmShape(out_batch, m, n, k, layout, 0, k * n, a, b, None)
+        elif batch_b == 1 and batch_a == out_batch:  # a transposed A is no tall matrix
+            g = GemmShape(out_batch, m, n, k, layout, m * k, 0, a, b, None)
         else:
             raise Unplaceable(
                 f"batch dims of {list(sa)} @ {list(sb)} broadcast partially (not supported in v1)"
@@ -419,6 +427,13 @@ def gemm_geometry(graph: Graph, node: Node) -> GemmShape:
     if max(g.m, g.n, g.k, g.batch) > INT32_MAX:
         raise Unplaceable("a GEMM dimension exceeds 2^31 - 1")
     return g
+
+
+def _as_multiplied(shape: tuple[int, ...], transposed: bool) -> tuple[int, ...]:
+    """An operand's shape as the product sees it: a transposed one's last two dims swapped."""
+    if not transposed or len(shape) < 2:
+        return tuple(shape)
+    return (*shape[:-2], shape[-1], shape[-2])
 
 
 # ---- checks ------------------------------------------------------------------------------------

@@ -18,6 +18,9 @@ constexpr int64_t kN = {n};
 constexpr int64_t kK = {k};
 constexpr int64_t kStrideA = {stride_a};
 constexpr int64_t kStrideB = {stride_b};
+// A's element (i, k) at a[i * kRowA + k * kStepA]: [M, K] as it is, or stored transposed
+constexpr int64_t kRowA = {row_a};
+constexpr int64_t kStepA = {step_a};
 constexpr int kMR = 4;   // micro-tile rows
 constexpr int kNR = 16;  // micro-tile columns (the simd direction)
 
@@ -34,7 +37,8 @@ inline void micro(const float* __restrict__ a, const float* __restrict__ bp, int
   if (rows == kMR) {{
     for (int64_t k = 0; k < kc; ++k) {{
       const float* __restrict__ brow = bp + k * ldp;
-      const float a0 = a[k], a1 = a[kK + k], a2 = a[2 * kK + k], a3 = a[3 * kK + k];
+      const float* __restrict__ ak = a + k * kStepA;
+      const float a0 = ak[0], a1 = ak[kRowA], a2 = ak[2 * kRowA], a3 = ak[3 * kRowA];
 #pragma omp simd
       for (int j = 0; j < kNR; ++j) {{
         acc[0][j] += a0 * brow[j];
@@ -47,7 +51,7 @@ inline void micro(const float* __restrict__ a, const float* __restrict__ bp, int
     for (int64_t k = 0; k < kc; ++k) {{
       const float* __restrict__ brow = bp + k * ldp;
       for (int i = 0; i < rows; ++i) {{
-        const float av = a[i * kK + k];
+        const float av = a[i * kRowA + k * kStepA];
 #pragma omp simd
         for (int j = 0; j < kNR; ++j) acc[i][j] += av * brow[j];
       }}
@@ -86,7 +90,7 @@ extern "C" void {ns}_launch({params}, int64_t mc, int64_t nc, int64_t kc) {{
         pack_b(b, bt, k0, k_len, n0, n_len, ldp, bp);
         for (int64_t m = 0; m < m_len; m += kMR) {{
           const int rows = (int)std::min<int64_t>(kMR, m_len - m);
-          const float* a_tile = a + bt * kStrideA + (m0 + m) * kK + k0;
+          const float* a_tile = a + bt * kStrideA + (m0 + m) * kRowA + k0 * kStepA;
           for (int64_t j = 0; j < ldp; j += kNR)
             micro(a_tile, bp + j, ldp, k_len, ct + m * ldp + j, ldp, rows);
         }}
@@ -114,9 +118,8 @@ PACK_NN = """  const float* __restrict__ src = b + bt * kStrideB + k0 * kN + n0;
     for (int64_t n = nc; n < ldp; ++n) dst[n] = 0.0f;
   }"""
 
-PACK_NT = """  (void)bt;
-  for (int64_t n = 0; n < nc; ++n) {
-    const float* __restrict__ src = b + (n0 + n) * kK + k0;  // W[n, k]: B = W^T
+PACK_NT = """  for (int64_t n = 0; n < nc; ++n) {
+    const float* __restrict__ src = b + bt * kStrideB + (n0 + n) * kK + k0;  // B^T[n, k]
     for (int64_t k = 0; k < kc; ++k) bp[k * ldp + n] = src[k];
   }
   for (int64_t k = 0; k < kc; ++k)
@@ -143,7 +146,9 @@ def gemm_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
         k=g.k,
         stride_a=g.stride_a,
         stride_b=g.stride_b,
-        pack=PACK_NT if g.layout == "nt" else PACK_NN,
+        row_a=1 if g.layout[0] == "t" else g.k,
+        step_a=g.m if g.layout[0] == "t" else 1,
+        pack=PACK_NT if g.layout[1] == "t" else PACK_NN,
         params=", ".join(params),
         setup="\n".join(rows.setup("        ")),
         inner="\n".join(inner),

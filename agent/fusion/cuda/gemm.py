@@ -20,24 +20,7 @@ def gemm_source(plan: Plan, kernel: Kernel, names: dict, allow_tf32: bool) -> Ke
     body = lower_kernel(plan, kernel, names, acc_buffer=work)
     ns = kernel.name
     target = work if work is not None else body.outputs[0].buffer
-    if g.layout == "nt":
-        call = (
-            "cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, kN, kM, kK, &one, b, kK, a, kK, "
-            "&zero, c, kN)"
-        )
-        what = f"x[{g.m}x{g.k}] @ W[{g.n}x{g.k}]^T"
-    elif g.batch == 1:
-        call = (
-            "cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, kN, kM, kK, &one, b, kN, a, kK, "
-            "&zero, c, kN)"
-        )
-        what = f"A[{g.m}x{g.k}] @ B[{g.k}x{g.n}]"
-    else:
-        call = (
-            "cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, kN, kM, kK, &one, b, kN, "
-            "kStrideB, a, kK, kStrideA, &zero, c, kN, (long long)kM * kN, kBatch)"
-        )
-        what = f"{g.batch} x A[{g.m}x{g.k}] @ B[{g.k}x{g.n}]"
+    call, what = _cublas_call(g, plan.graph.node_by_name[kernel.nodes[0]].op == "linear")
     code = f"""namespace {ns} {{
 constexpr int kBatch = {g.batch};
 constexpr int kM = {g.m};
@@ -118,3 +101,25 @@ extern "C" const char* {launcher}({", ".join(c_params)}, int threads, int blocks
         description=desc,
         work={work: kernel.numel} if work is not None else {},
     )
+
+
+def _cublas_call(g, linear: bool) -> tuple[str, str]:
+    """The cuBLAS call computing row-major C = A @ B as column-major C^T = B^T A^T, and what it
+    multiplies. A row-major matrix is its transpose to cuBLAS, so an operand as it is takes
+    CUBLAS_OP_N and a transposed one (`layout` "t": B stored [n, k], A [k, m]) CUBLAS_OP_T, its
+    leading dim the length of its stored rows."""
+    b_t, a_t = g.layout[1] == "t", g.layout[0] == "t"
+    flags = f"{'CUBLAS_OP_T' if b_t else 'CUBLAS_OP_N'}, {'CUBLAS_OP_T' if a_t else 'CUBLAS_OP_N'}"
+    ldb, lda = ("kK" if b_t else "kN"), ("kM" if a_t else "kK")
+    a = f"A[{g.k}x{g.m}]^T" if a_t else f"A[{g.m}x{g.k}]"
+    b = f"B[{g.n}x{g.k}]^T" if b_t else f"B[{g.k}x{g.n}]"
+    if linear:  # x @ W^T, W as nn.Linear keeps it
+        a, b = f"x[{g.m}x{g.k}]", f"W[{g.n}x{g.k}]^T"
+    if g.batch == 1:
+        call = f"cublasSgemm(handle, {flags}, kN, kM, kK, &one, b, {ldb}, a, {lda}, &zero, c, kN)"
+        return call, f"{a} @ {b}"
+    call = (
+        f"cublasSgemmStridedBatched(handle, {flags}, kN, kM, kK, &one, b, {ldb}, "
+        f"kStrideB, a, {lda}, kStrideA, &zero, c, kN, (long long)kM * kN, kBatch)"
+    )
+    return call, f"{g.batch} x {a} @ {b}"

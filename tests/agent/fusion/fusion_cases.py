@@ -935,7 +935,8 @@ def cross_entropy(rows: int = 300, classes: int = 1029) -> Case:
 
 PERMUTES_MODEL = '''class Model(nn.Module):
     """Transposes and permutes: KernelBench's transposed matmuls (16, 18), a softmax over a
-    transposed view, a permute before an activation, a parameter's w.t() added (not a linear)."""
+    transposed view, a permute before an activation, a parameter's w.t() added (not a linear),
+    and batched products of transposed operands (A's, B's, A's against one B)."""
 
     def __init__(self):
         super().__init__()
@@ -948,6 +949,9 @@ PERMUTES_MODEL = '''class Model(nn.Module):
             torch.softmax(x.transpose(1, 2), dim=-1) * 2.0,
             x.permute(2, 0, 1).relu(),
             x.mT + self.w.t(),
+            torch.bmm(x.transpose(1, 2), x),
+            torch.matmul(x, x.mT),
+            torch.matmul(x.mT, self.w),
         )
 
 
@@ -966,24 +970,25 @@ def get_init_inputs():
 
 
 def permutes(k: int = 24, m: int = 20, n: int = 36, a: int = 3, b: int = 7, c: int = 12) -> Case:
-    """Each transpose a copy reading its operand at the permuted position: before a GEMM (an
-    operand), before a row kernel (its prologue), before a pointwise op, and a parameter's."""
+    """A GEMM's transposed operand read as it lies, by the GEMM (its transposes in no kernel:
+    tn, tt, batched tn and nt, a batched tn against one B); every other transpose a copy reading
+    its operand at the permuted position: before a row kernel (its prologue), before a pointwise
+    op, and a parameter's."""
     problem = HEADER + PERMUTES_MODEL.format(k=k, m=m, n=n, a=a, b=b, c=c)
-    # fx traces each `a.T` apart: two copies; x.mT reads only an input, so it joins the last
-    # pointwise group over as many elements (permute, relu); w.t() is a parameter's copy of
-    # its own size, and the add reads both
-    kinds = ("pointwise", "gemm", "pointwise", "pointwise", "gemm", "row_reduction",
-             "pointwise", "pointwise", "pointwise")  # fmt: skip
+    # x.mT reads only an input, so it joins the last pointwise group over as many elements
+    # (permute, relu); w.t() is a parameter's copy of its own size, and the add reads both
+    kinds = ("gemm", "gemm", "row_reduction", "pointwise", "pointwise", "pointwise",
+             "gemm", "gemm", "gemm")  # fmt: skip
     nodes = (
-        ("getattr_1",),
         ("matmul",),
-        ("getattr_2",),
-        ("getattr_3",),
         ("matmul_1",),
         ("transpose", "softmax", "mul"),
         ("permute", "relu", "getattr_4"),
         ("t",),
         ("add",),
+        ("bmm",),
+        ("matmul_2",),
+        ("matmul_3",),
     )
     return _captured_case("permutes", problem, kinds, nodes)
 
@@ -1032,12 +1037,12 @@ def get_init_inputs():
 def contractions() -> Case:
     """einsum and attention lowered to matmuls between permutes and reshapes."""
     problem = HEADER + CONTRACTIONS_MODEL
-    attention = ("key_t",), ("scores", "scaled"), ("weights",)
+    # the key's transpose is read by the GEMM as it lies (transposed_operands): no kernel
+    attention = ("scores", "scaled"), ("weights",)
     nodes = [
         ("einsum.product", "einsum.product_shaped", "einsum"),  # reshapes alias: one GEMM
         ("einsum_1.product", "einsum_1.product_shaped", "einsum_1"),
-        ("getattr_1",),  # b.T, then permuted back for "ik,jk": two copies
-        ("einsum_2.b_permuted",),
+        ("getattr_1",),  # b.T, copied; permuted back for "ik,jk", which the GEMM reads as it lies
         ("einsum_2.product", "einsum_2.product_shaped", "einsum_2"),
         ("einsum_3.product", "einsum_3.product_shaped", "einsum_3"),
         ("einsum_4.product", "einsum_4.product_shaped", "einsum_4"),
@@ -1052,7 +1057,6 @@ def contractions() -> Case:
         "gemm",
         "gemm",
         "pointwise",
-        "pointwise",
         "gemm",
         "gemm",
         "gemm",
@@ -1060,7 +1064,7 @@ def contractions() -> Case:
         "pointwise",
         "pointwise",
         "gemm",
-    ) + ("pointwise", "gemm", "row_reduction", "gemm") * 2
+    ) + ("gemm", "row_reduction", "gemm") * 2
     return _captured_case("contractions", problem, kinds, tuple(nodes))  # fmt: skip
 
 

@@ -456,6 +456,29 @@ def test_a_permute_that_is_not_a_permutation_is_refused():
     assert compile_graph(good, "cpu").unsupported == []
 
 
+def _matmul_of_permute(dims: list[int], permuted: list[int], also_returned: bool = False) -> dict:
+    p = node("p", "permute", [inp("x")], permuted, dims=dims)
+    product = node("mm", "matmul", [nd("p"), inp("y")], [*permuted[:-1], 6])
+    return graph(
+        [tensor("x", [3, 4, 5]), tensor("y", [permuted[-1], 6])],
+        [],
+        [p, product],
+        ["mm", "p"] if also_returned else ["mm"],
+    )
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_gemm_reads_a_transpose_of_the_last_two_dims_as_it_lies(target):
+    swapped = compile_graph(_matmul_of_permute([0, 2, 1], [3, 5, 4]), target)
+    assert [(k.kind, k.nodes) for k in swapped.kernels] == [("gemm", ["mm"])]
+    # returned as well: the transpose is written by a kernel of its own, the GEMM still reads x
+    returned = compile_graph(_matmul_of_permute([0, 2, 1], [3, 5, 4], True), target)
+    assert sorted(k.kind for k in returned.kernels) == ["gemm", "pointwise"]
+    # known-bad: a permute that moves the batch dim is no transpose of a matrix: it is copied
+    moved = compile_graph(_matmul_of_permute([1, 0, 2], [4, 3, 5]), target)
+    assert [(k.kind, k.nodes) for k in moved.kernels] == [("pointwise", ["p"]), ("gemm", ["mm"])]
+
+
 def _cat(parts: list[tuple[str, list[int]]], out: list[int], dim: int, **dtypes) -> dict:
     inputs = [{**tensor(n, shape), "dtype": dtypes.get(n, "float32")} for n, shape in parts]
     cat = node("c", "cat", [inp(name) for name, _ in parts], out, dim=dim)
