@@ -2,7 +2,7 @@
 read as it lies in memory, with the GEMM told it is transposed (cuBLAS's operation flags, the cpu
 SGEMM's strides), instead of a kernel copying it transposed before the GEMM: that copy read and
 wrote a whole operand once more (KernelBench level 1's 16-18 ran at 0.59-0.80x of torch.compile
-with it; level 2's 14 copies its weight so on every call).
+with it; `x @ w.T` of a 2-D parameter never needed this: capture makes it a linear).
 
 The matmul keeps its op and takes `trans_a` / `trans_b` attrs (compiler-internal: the captured IR
 never has them), its operand becoming the permute's source; a permute that nothing else reads is
@@ -14,15 +14,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agent.fusion.ir import Graph, Node, Ref
+from agent.fusion.plan import MATMULS
 
-MATMULS = frozenset({"matmul", "mm", "bmm"})
+PRODUCTS = MATMULS - {"linear"}  # a linear's weight is already read transposed ("nt")
 FLAGS = ("trans_a", "trans_b")
 
 
 def fold_transposed_operands(graph: Graph) -> Graph:
     """`graph` with each matmul operand that transposes the last two dims of a tensor replaced
     by that tensor and the matmul's flag for it set."""
-    nodes = [_folded(graph, node) if node.op in MATMULS else node for node in graph.nodes]
+    nodes = [_folded(graph, node) if node.op in PRODUCTS else node for node in graph.nodes]
     if all(new is old for new, old in zip(nodes, graph.nodes, strict=True)):
         return graph
     return Graph(graph.device, graph.inputs, graph.params, nodes, graph.outputs, graph.unsupported)
